@@ -1,0 +1,1 @@
+"""Triton kernels for llmkit (paged attention, KV cache writes)."""
