@@ -1,1 +1,1 @@
-"""llmkit."""
+"""Small building blocks of the native models."""

@@ -1,0 +1,155 @@
+"""LLM: the blocking offline API (generate, chat, embed) with a progress bar."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from llmkit.config import EngineConfig
+from llmkit.engine.core import EngineCore
+from llmkit.engine.output_state import RequestState
+from llmkit.engine.processor import PromptType
+from llmkit.engine.request import Request
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+
+Conversation = list[dict[str, Any]]
+
+
+class LLM:
+    """Runs a model over batches of prompts in this thread; results come in input order."""
+
+    def __init__(self, model: str, **kwargs: Any):
+        self.config = EngineConfig.from_kwargs(model, **kwargs)
+        self.engine = EngineCore(self.config)
+        self._counter = 0
+
+    def get_tokenizer(self):
+        return self.engine.tokenizer.hf
+
+    def generate(
+        self,
+        prompts: PromptType | Sequence[PromptType],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RequestOutput]:
+        prompts = _as_list(prompts)
+        params = _broadcast(sampling_params or SamplingParams(), len(prompts), "sampling_params")
+        # FINAL_ONLY avoids building an output per step; the result is the same.
+        params = [_final_only(p) for p in params]
+        return self._run(prompts, params, use_tqdm)
+
+    def chat(
+        self,
+        messages: Conversation | Sequence[Conversation],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = True,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> list[RequestOutput]:
+        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        prompts = [
+            self.render_chat(
+                c, chat_template, chat_template_kwargs, add_generation_prompt,
+                continue_final_message, tools,
+            )
+            for c in conversations
+        ]
+        return self.generate(prompts, sampling_params, use_tqdm)
+
+    def render_chat(
+        self,
+        conversation: Conversation,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        tok = self.engine.tokenizer
+        text = tok.apply_chat_template(
+            conversation,
+            chat_template=chat_template,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            tools=tools,
+            **(chat_template_kwargs or {}),
+        )
+        # The template writes its own BOS; adding another would double it.
+        return {"prompt": text, "prompt_token_ids": tok.encode(text, add_special_tokens=False)}
+
+    def embed(
+        self,
+        prompts: PromptType | Sequence[PromptType],
+        pooling_params: PoolingParams | Sequence[PoolingParams] | None = None,
+        use_tqdm: bool = True,
+    ) -> list[EmbeddingRequestOutput]:
+        prompts = _as_list(prompts)
+        params = _broadcast(pooling_params or PoolingParams(), len(prompts), "pooling_params")
+        return self._run(prompts, params, use_tqdm)
+
+    def _run(self, prompts: list[PromptType], params: list, use_tqdm: bool) -> list:
+        # Check the whole batch before queueing any of it: a bad prompt leaves nothing behind.
+        batch: list[tuple[RequestState, list[Request]]] = []
+        for prompt, p in zip(prompts, params):
+            self._counter += 1
+            batch.append(self.engine.processor.process(prompt, p, request_id=str(self._counter)))
+        for state, requests in batch:
+            self.engine.add(state, requests)
+        states = [state for state, _ in batch]
+        bar = tqdm(total=len(states), desc="Processed prompts", disable=not use_tqdm, unit="req")
+        generated = self.engine.stats().generated_tokens
+        try:
+            pending = set(s.request_id for s in states)
+            while pending:
+                for state in self.engine.step():
+                    if state.finished and state.request_id in pending:
+                        pending.discard(state.request_id)
+                        bar.update(1)
+                if use_tqdm:
+                    tokens = self.engine.stats().generated_tokens - generated
+                    rate = tokens / max(bar.format_dict["elapsed"], 1e-9)
+                    bar.set_postfix_str(f"output {rate:.1f} tok/s", refresh=False)
+                if not self.engine.has_work() and pending:
+                    raise RuntimeError("engine went idle with requests unfinished")
+        except BaseException:
+            for state in states:
+                self.engine.abort(state.request_id)
+            raise
+        finally:
+            bar.close()
+        outputs = []
+        for state in states:
+            if state.error is not None:
+                raise RuntimeError(f"request {state.request_id} failed: {state.error}")
+            outputs.append(state.take_output())
+        return outputs
+
+
+def _as_list(prompts: Any) -> list:
+    if isinstance(prompts, (str, dict)):
+        return [prompts]
+    prompts = list(prompts)
+    if prompts and isinstance(prompts[0], int):
+        return [prompts]  # one prompt given as token ids
+    return prompts
+
+
+def _broadcast(params: Any, n: int, name: str) -> list:
+    if isinstance(params, (list, tuple)):
+        if len(params) != n:
+            raise ValueError(f"{name} has {len(params)} entries for {n} prompts; they must match")
+        return list(params)
+    return [params] * n
+
+
+def _final_only(params: SamplingParams) -> SamplingParams:
+    if params.output_kind is RequestOutputKind.FINAL_ONLY:
+        return params
+    return dataclasses.replace(params, output_kind=RequestOutputKind.FINAL_ONLY)

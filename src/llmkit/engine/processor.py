@@ -1,0 +1,149 @@
+"""Input processing on the caller's side: prompts -> checked token ids, params -> requests.
+
+Everything that can be wrong with a request is found here and raised as ValueError,
+before anything reaches the engine core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Union
+
+from llmkit.config import EngineConfig
+from llmkit.engine.detokenizer import IncrementalDetokenizer
+from llmkit.engine.output_state import CompletionState, RequestState
+from llmkit.engine.request import Request
+from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.tokenizer import Tokenizer
+
+PromptType = Union[str, list[int], dict[str, Any]]
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+class InputProcessor:
+    def __init__(self, config: EngineConfig, tokenizer: Tokenizer, max_model_len: int, vocab_size: int):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.max_model_len = max_model_len
+        self.vocab_size = vocab_size
+
+    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> tuple[str | None, list[int]]:
+        """Accepts a string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``."""
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                text, ids = prompt.get("prompt"), list(prompt["prompt_token_ids"])
+            elif "prompt" in prompt:
+                text, ids = prompt["prompt"], self.tokenizer.encode(prompt["prompt"])
+            else:
+                raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
+        elif isinstance(prompt, str):
+            text, ids = prompt, self.tokenizer.encode(prompt)
+        elif isinstance(prompt, (list, tuple)) and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in prompt
+        ):
+            text, ids = None, list(prompt)
+        else:
+            raise ValueError(
+                "prompt must be a string, a list of token ids, or a dict with "
+                f"'prompt' or 'prompt_token_ids'; got {type(prompt).__name__}"
+            )
+        if truncate is not None:
+            ids = ids[-(self.max_model_len if truncate == -1 else truncate) :]
+        if not ids:
+            raise ValueError("the prompt is empty: it must hold at least one token")
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"token id {bad[0]} is out of vocabulary (valid ids are 0..{self.vocab_size - 1})"
+            )
+        return text, ids
+
+    def check_sampling(self, params: SamplingParams, prompt_len: int) -> None:
+        if prompt_len >= self.max_model_len:
+            raise ValueError(
+                f"the prompt is {prompt_len} tokens long, but max_model_len is "
+                f"{self.max_model_len}: it must be shorter to leave room for at least one "
+                "generated token"
+            )
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(params, name)
+            if value is not None and value > self.config.max_logprobs:
+                raise ValueError(
+                    f"{name}={value} is more than the engine allows (max_logprobs="
+                    f"{self.config.max_logprobs})"
+                )
+        for name, ids in (
+            ("stop_token_ids", params.stop_token_ids),
+            ("allowed_token_ids", params.allowed_token_ids or []),
+            ("logit_bias", list(params.logit_bias or {})),
+        ):
+            bad = [t for t in ids if not 0 <= t < self.vocab_size]
+            if bad:
+                raise ValueError(
+                    f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})"
+                )
+
+    def check_pooling(self, prompt_len: int) -> None:
+        if prompt_len > self.max_model_len:
+            raise ValueError(
+                f"the input is {prompt_len} tokens long, more than max_model_len="
+                f"{self.max_model_len}; shorten it or set truncate_prompt_tokens"
+            )
+
+    def process(
+        self,
+        prompt: PromptType,
+        params: SamplingParams | PoolingParams,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> tuple[RequestState, list[Request]]:
+        """Tokenize and check one prompt; returns its output state and the core's requests."""
+        request_id = request_id or new_request_id()
+        if isinstance(params, PoolingParams):
+            text, ids = self.tokenize(prompt, params.truncate_prompt_tokens)
+            self.check_pooling(len(ids))
+            state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
+            return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"expected SamplingParams or PoolingParams, got {type(params).__name__}")
+        text, ids = self.tokenize(prompt)
+        self.check_sampling(params, len(ids))
+        room = self.max_model_len - len(ids)
+        max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
+        completions, requests = [], []
+        for i in range(params.n):
+            child_params = params
+            if params.n > 1 and params.seed is not None:
+                # Each completion draws from its own stream, or all n would be equal.
+                child_params = dataclasses.replace(params, seed=params.seed + i)
+            completions.append(
+                CompletionState(
+                    index=i,
+                    detokenizer=IncrementalDetokenizer(self.tokenizer, ids, params),
+                    want_logprobs=params.logprobs is not None,
+                )
+            )
+            requests.append(
+                Request(
+                    request_id=f"{request_id}#{i}" if params.n > 1 else request_id,
+                    prompt_token_ids=ids,
+                    sampling_params=child_params,
+                    eos_token_id=self.tokenizer.eos_token_id,
+                    priority=priority,
+                    index=i,
+                    max_tokens=max_tokens,
+                )
+            )
+        state = RequestState(
+            request_id,
+            text,
+            ids,
+            params.output_kind,
+            completions,
+            want_prompt_logprobs=params.prompt_logprobs is not None,
+        )
+        return state, requests

@@ -1,0 +1,121 @@
+"""A request inside the engine core, and its status machine. No torch here."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from llmkit.sampling_params import PoolingParams, SamplingParams
+
+
+class RequestStatus(enum.IntEnum):
+    WAITING = 0
+    RUNNING = 1
+    PREEMPTED = 2
+    # Everything from here on is finished.
+    FINISHED_STOPPED = 3
+    FINISHED_LENGTH = 4
+    FINISHED_ABORTED = 5
+    FINISHED_ERROR = 6
+
+    @property
+    def finished(self) -> bool:
+        return self >= RequestStatus.FINISHED_STOPPED
+
+
+FINISH_REASONS = {
+    RequestStatus.FINISHED_STOPPED: "stop",
+    RequestStatus.FINISHED_LENGTH: "length",
+    RequestStatus.FINISHED_ABORTED: "abort",
+    RequestStatus.FINISHED_ERROR: "error",
+}
+
+_ALLOWED = {
+    RequestStatus.WAITING: {RequestStatus.RUNNING},
+    RequestStatus.RUNNING: {RequestStatus.PREEMPTED},
+    RequestStatus.PREEMPTED: {RequestStatus.RUNNING},
+}
+
+_arrival_order = itertools.count()
+
+
+@dataclass(eq=False)
+class Request:
+    """One sequence to compute: a prompt plus the tokens generated so far.
+
+    A user request with ``n > 1`` becomes ``n`` of these (``index`` 0..n-1) that share the
+    prompt's KV blocks through the prefix cache.
+    """
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams | None = None
+    pooling_params: PoolingParams | None = None
+    eos_token_id: int | None = None
+    priority: int = 0
+    index: int = 0
+    arrival_time: float = field(default_factory=time.monotonic)
+    max_tokens: int = 0  # resolved by the engine from max_tokens and max_model_len
+
+    status: RequestStatus = RequestStatus.WAITING
+    output_token_ids: list[int] = field(default_factory=list)
+    num_computed_tokens: int = 0
+    num_cached_tokens: int = -1  # prefix-cache hit at first scheduling; -1 = not yet
+    num_preemptions: int = 0
+    stop_reason: int | str | None = None
+    block_hashes: list[bytes] = field(default_factory=list)
+    arrival_seq: int = field(default_factory=lambda: next(_arrival_order))
+
+    @property
+    def is_pooling(self) -> bool:
+        return self.pooling_params is not None
+
+    @property
+    def skip_prefix_cache(self) -> bool:
+        """Pooling needs every token's hidden state, prompt logprobs every position's logits."""
+        params = self.sampling_params
+        return self.is_pooling or (params is not None and params.prompt_logprobs is not None)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    def token_at(self, i: int) -> int:
+        n = len(self.prompt_token_ids)
+        return self.prompt_token_ids[i] if i < n else self.output_token_ids[i - n]
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        n = len(self.prompt_token_ids)
+        if end <= n:
+            return self.prompt_token_ids[start:end]
+        return (self.prompt_token_ids + self.output_token_ids)[start:end]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status.finished
+
+    @property
+    def finish_reason(self) -> str | None:
+        return FINISH_REASONS.get(self.status)
+
+    def set_status(self, status: RequestStatus) -> None:
+        """Move to ``status``; finishing is allowed from anywhere, other moves are checked."""
+        if self.status.finished:
+            raise RuntimeError(f"request {self.request_id} is already finished")
+        if not status.finished and status not in _ALLOWED[self.status]:
+            raise RuntimeError(f"request {self.request_id}: {self.status.name} -> {status.name}")
+        self.status = status
+
+    def sort_key(self) -> tuple[int, float, int]:
+        """Lower is served first: priority value, then arrival (vLLM's priority policy)."""
+        return (self.priority, self.arrival_time, self.arrival_seq)

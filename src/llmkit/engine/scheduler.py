@@ -1,0 +1,154 @@
+"""Continuous batching: which requests run this step, and how many tokens each. No torch.
+
+Each step spends a token budget (``max_num_batched_tokens``) and a sequence budget
+(``max_num_seqs``). Running requests go first (decodes and the next chunks of long
+prompts), then waiting ones by priority and arrival. When KV blocks run out the
+lowest-priority, newest running request is preempted: its blocks are freed and it is
+recomputed later from its prompt and the tokens it already produced.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from llmkit.engine.kv_cache import BlockAllocator
+from llmkit.engine.request import Request, RequestStatus
+
+
+@dataclass
+class SchedulerOutput:
+    """One step's work: the scheduled requests, in batch order, with their new token counts."""
+
+    requests: list[Request] = field(default_factory=list)
+    num_new_tokens: list[int] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.num_new_tokens)
+
+    def __bool__(self) -> bool:
+        return bool(self.requests)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        allocator: BlockAllocator,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        enable_chunked_prefill: bool = True,
+    ):
+        self.allocator = allocator
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.enable_chunked_prefill = enable_chunked_prefill
+        self.running: list[Request] = []
+        self._waiting: list[tuple[tuple, Request]] = []
+        self._num_waiting = 0
+
+    @property
+    def num_waiting(self) -> int:
+        return self._num_waiting
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or self._num_waiting > 0
+
+    def add(self, request: Request) -> None:
+        heapq.heappush(self._waiting, (request.sort_key(), request))
+        self._num_waiting += 1
+
+    def finish(self, request: Request, status: RequestStatus) -> None:
+        """End ``request`` (stopped, length, aborted, failed) and free its blocks."""
+        if request.is_finished:
+            return
+        was_waiting = request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+        request.set_status(status)
+        if was_waiting:
+            self._num_waiting -= 1  # its heap entry is skipped when reached
+        else:
+            self.running.remove(request)
+        if status is RequestStatus.FINISHED_ERROR:
+            self.allocator.forget(request)
+        else:
+            self.allocator.free(request)
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.max_num_batched_tokens
+        scheduled: set[Request] = set()
+
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            num_new = min(req.num_tokens - req.num_computed_tokens, budget)
+            if num_new <= 0:
+                i += 1
+                continue
+            while not self.allocator.allocate(req, num_new):
+                victim = max(self.running, key=Request.sort_key)
+                budget += self._preempt(victim, out, scheduled)
+                if victim is req:
+                    break
+                i = self.running.index(req)
+            else:
+                out.requests.append(req)
+                out.num_new_tokens.append(num_new)
+                scheduled.add(req)
+                budget -= num_new
+                i += 1
+
+        if out.preempted:
+            return out  # no admissions in a step that had to preempt
+        while self._num_waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            req = self._peek_waiting()
+            cached = [] if req.skip_prefix_cache else self.allocator.find_cached(req)
+            num_computed = len(cached) * self.allocator.block_size
+            num_new = req.num_tokens - num_computed
+            if num_new > budget:
+                if not self.enable_chunked_prefill:
+                    break
+                num_new = budget
+            if not self.allocator.allocate(req, num_new, cached):
+                break
+            heapq.heappop(self._waiting)
+            self._num_waiting -= 1
+            req.set_status(RequestStatus.RUNNING)
+            req.num_computed_tokens = num_computed
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = num_computed
+            self.running.append(req)
+            out.requests.append(req)
+            out.num_new_tokens.append(num_new)
+            budget -= num_new
+        return out
+
+    def _peek_waiting(self) -> Request:
+        while self._waiting[0][1].is_finished:
+            heapq.heappop(self._waiting)
+        return self._waiting[0][1]
+
+    def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: set[Request]) -> int:
+        """Free ``victim`` for recompute; returns the budget it gives back."""
+        self.running.remove(victim)
+        refund = 0
+        if victim in scheduled:
+            # Its blocks were named for KV this step will no longer write.
+            pos = out.requests.index(victim)
+            out.requests.pop(pos)
+            refund = out.num_new_tokens.pop(pos)
+            scheduled.discard(victim)
+            self.allocator.forget(victim)
+        else:
+            self.allocator.free(victim)
+        victim.set_status(RequestStatus.PREEMPTED)
+        victim.num_computed_tokens = 0
+        victim.num_preemptions += 1
+        out.preempted.append(victim)
+        self.add(victim)
+        return refund

@@ -1,0 +1,51 @@
+"""Rotary position embedding with a precomputed cos/sin table, any HF rope type."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _inv_freq(hf_config) -> tuple[torch.Tensor, float]:
+    params = getattr(hf_config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    if rope_type == "default":
+        head_dim = getattr(hf_config, "head_dim", None) or (
+            hf_config.hidden_size // hf_config.num_attention_heads
+        )
+        base = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
+        return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim)), 1.0
+    # transformers implements every scaled variant (linear, dynamic, yarn, llama3, longrope);
+    # dynamic NTK is taken at the configured length, as vLLM does.
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    if rope_type not in ROPE_INIT_FUNCTIONS:
+        raise ValueError(f"unsupported rope_type {rope_type!r}")
+    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, torch.device("cpu"))
+    return inv_freq.float(), float(scaling)
+
+
+Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each [T, 1, head_dim // 2]
+
+
+class RotaryEmbedding(nn.Module):
+    """Looks up the step's cos/sin rows once; :func:`apply_rope` uses them in every layer."""
+
+    def __init__(self, hf_config, max_positions: int):
+        super().__init__()
+        inv_freq, scaling = _inv_freq(hf_config)
+        positions = torch.arange(max_positions, dtype=torch.float)
+        freqs = positions[:, None] * inv_freq[None, :]
+        self.register_buffer("cos", freqs.cos() * scaling, persistent=False)
+        self.register_buffer("sin", freqs.sin() * scaling, persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> Rope:
+        return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+
+
+def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
+    """RoPE in the rotate-half layout on ``x`` ``[T, heads, head_dim]``, computed in fp32."""
+    cos, sin = rope
+    x1, x2 = x.float().chunk(2, dim=-1)
+    out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return out.to(x.dtype)

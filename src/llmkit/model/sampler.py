@@ -1,0 +1,153 @@
+"""Batched sampling on the device: logits processors, penalties, top-k/p, min-p, seeds, logprobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from llmkit.sampling_params import SamplingParams
+
+_NEG_INF = float("-inf")
+
+
+@dataclass
+class SamplingRow:
+    """What the sampler needs to know about one request for one step."""
+
+    params: SamplingParams
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    eos_token_id: int | None
+    generator: torch.Generator | None  # set for seeded requests
+
+
+@dataclass
+class SampledToken:
+    token_id: int
+    # (token id, logprob, rank) of the sampled token followed by the top-k; None if not asked.
+    logprobs: list[tuple[int, float, int]] | None
+
+
+class Sampler:
+    def __init__(self, vocab_size: int, device: torch.device):
+        self.vocab_size = vocab_size
+        self.device = device
+
+    @torch.inference_mode()
+    def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> list[SampledToken]:
+        logits = logits.float()
+        want_logprobs = [r.params.logprobs is not None for r in rows]
+        raw = torch.log_softmax(logits, dim=-1) if any(want_logprobs) else None
+        logits = logits.clone()
+        self._apply_masks(logits, rows)
+        self._apply_penalties(logits, rows)
+
+        tokens = logits.argmax(dim=-1)
+        greedy = [r.params.greedy for r in rows]
+        if not all(greedy):
+            sampled = self._sample(logits, rows)
+            tokens = torch.where(torch.tensor(greedy, device=self.device), tokens, sampled)
+
+        lp = self._logprobs(raw, tokens, rows) if raw is not None else [None] * len(rows)
+        return [SampledToken(t, l) for t, l in zip(tokens.tolist(), lp)]
+
+    def _apply_masks(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
+        for i, r in enumerate(rows):
+            p = r.params
+            if p.allowed_token_ids is not None:
+                allowed = torch.tensor(p.allowed_token_ids, device=self.device)
+                keep = torch.full_like(logits[i], _NEG_INF)
+                keep[allowed] = 0.0
+                logits[i] += keep
+            if p.logit_bias:
+                ids = torch.tensor(list(p.logit_bias), device=self.device)
+                logits[i, ids] += torch.tensor(list(p.logit_bias.values()), device=self.device)
+            if len(r.output_token_ids) < p.min_tokens:
+                banned = list(p.stop_token_ids)
+                if r.eos_token_id is not None and not p.ignore_eos:
+                    banned.append(r.eos_token_id)
+                if banned:
+                    logits[i, banned] = _NEG_INF
+
+    def _apply_penalties(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
+        idx = [i for i, r in enumerate(rows) if r.params.needs_penalties]
+        if not idx:
+            return
+        V = self.vocab_size
+        dev = self.device
+        out_counts = torch.zeros((len(idx), V), device=dev)
+        seen = torch.zeros((len(idx), V), dtype=torch.bool, device=dev)
+        for j, i in enumerate(idx):
+            out = torch.tensor(rows[i].output_token_ids, dtype=torch.int64, device=dev)
+            out_counts[j] = torch.bincount(out, minlength=V)[:V].float()
+            prompt = torch.tensor(rows[i].prompt_token_ids, dtype=torch.int64, device=dev)
+            seen[j, prompt] = True
+        seen |= out_counts > 0
+        params = [rows[i].params for i in idx]
+        rep = torch.tensor([p.repetition_penalty for p in params], device=dev)[:, None]
+        freq = torch.tensor([p.frequency_penalty for p in params], device=dev)[:, None]
+        pres = torch.tensor([p.presence_penalty for p in params], device=dev)[:, None]
+        sub = logits[idx]
+        # vLLM's order: repetition (prompt and output), then frequency and presence (output).
+        sub = torch.where(seen, torch.where(sub > 0, sub / rep, sub * rep), sub)
+        sub = sub - freq * out_counts - pres * (out_counts > 0).float()
+        logits[idx] = sub
+
+    def _sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+        dev = self.device
+        temps = torch.tensor([max(r.params.temperature, 1e-5) for r in rows], device=dev)
+        logits = logits / temps[:, None]
+        top_k = [r.params.top_k for r in rows]
+        top_p = [r.params.top_p for r in rows]
+        min_p = [r.params.min_p for r in rows]
+        if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
+            logits = _top_k_top_p(logits, top_k, top_p)
+        probs = torch.softmax(logits, dim=-1)
+        if any(m > 0 for m in min_p):
+            threshold = torch.tensor(min_p, device=dev)[:, None] * probs.max(-1, keepdim=True).values
+            probs = torch.where(probs < threshold, 0.0, probs)
+        # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
+        # draws its own noise from its own generator, so its tokens do not depend on the
+        # batch it happens to share.
+        q = torch.empty_like(probs).exponential_()
+        for i, r in enumerate(rows):
+            if r.generator is not None:
+                q[i].exponential_(generator=r.generator)
+        return (probs / q).argmax(dim=-1)
+
+    def _logprobs(self, raw, tokens, rows) -> list[list[tuple[int, float, int]] | None]:
+        chosen = raw.gather(1, tokens[:, None])
+        ranks = (raw > chosen).sum(-1) + 1
+        k = max(r.params.logprobs or 0 for r in rows)
+        top_vals, top_ids = raw.topk(k, dim=-1) if k else (None, None)
+        chosen_l, ranks_l, tokens_l = chosen[:, 0].tolist(), ranks.tolist(), tokens.tolist()
+        top_vals_l = top_vals.tolist() if k else None
+        top_ids_l = top_ids.tolist() if k else None
+        out = []
+        for i, r in enumerate(rows):
+            n = r.params.logprobs
+            if n is None:
+                out.append(None)
+                continue
+            entries = [(tokens_l[i], chosen_l[i], ranks_l[i])]
+            for j in range(n):
+                entries.append((top_ids_l[i][j], top_vals_l[i][j], j + 1))
+            out.append(entries)
+        return out
+
+
+def _top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]) -> torch.Tensor:
+    """Mask everything outside each row's top-k and its top-p nucleus (one sort for both)."""
+    dev = logits.device
+    V = logits.shape[-1]
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    k = torch.tensor([kk if 0 < kk < V else V for kk in top_k], device=dev)
+    ranks = torch.arange(V, device=dev)[None, :]
+    mask = ranks >= k[:, None]
+    p = torch.tensor(top_p, device=dev)[:, None]
+    probs = torch.softmax(sorted_logits.masked_fill(mask, _NEG_INF), dim=-1)
+    # Drop a token when the tokens before it already reach p; the top token always stays.
+    mask |= (probs.cumsum(-1) - probs) >= p
+    sorted_logits = sorted_logits.masked_fill(mask, _NEG_INF)
+    return torch.empty_like(logits).scatter_(-1, order, sorted_logits)

@@ -1,0 +1,135 @@
+"""SamplingParams and PoolingParams: what a request asks for, validated on construction."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class RequestOutputKind(enum.Enum):
+    """What each streamed output carries: everything so far, only the new part, or the end."""
+
+    CUMULATIVE = 0
+    DELTA = 1
+    FINAL_ONLY = 2
+
+
+@dataclass
+class SamplingParams:
+    """Sampling settings with vLLM's field names, defaults and checks."""
+
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    max_tokens: int | None = 16
+    min_tokens: int = 0
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = list(self.stop or [])
+        self.stop_token_ids = list(self.stop_token_ids or [])
+        if self.logit_bias:
+            self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
+        if self.top_k is None or self.top_k < 0:
+            # vLLM accepts -1 (and None) for "no top-k".
+            self.top_k = 0
+        self._verify()
+
+    def _verify(self) -> None:
+        _check(isinstance(self.n, int) and self.n >= 1, "n", f"must be at least 1, got {self.n}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            _check(-2.0 <= value <= 2.0, name, f"must be in [-2, 2], got {value}")
+        _check(
+            self.repetition_penalty > 0.0,
+            "repetition_penalty",
+            f"must be greater than zero, got {self.repetition_penalty}",
+        )
+        _check(self.temperature >= 0.0, "temperature", f"must be non-negative, got {self.temperature}")
+        _check(0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}")
+        _check(isinstance(self.top_k, int), "top_k", f"must be an integer, got {self.top_k!r}")
+        _check(0.0 <= self.min_p <= 1.0, "min_p", f"must be in [0, 1], got {self.min_p}")
+        if self.max_tokens is not None:
+            _check(self.max_tokens >= 1, "max_tokens", f"must be at least 1, got {self.max_tokens}")
+        _check(self.min_tokens >= 0, "min_tokens", f"must be >= 0, got {self.min_tokens}")
+        if self.max_tokens is not None:
+            _check(
+                self.min_tokens <= self.max_tokens,
+                "min_tokens",
+                f"must be less than or equal to max_tokens={self.max_tokens}, got {self.min_tokens}",
+            )
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(self, name)
+            if value is not None:
+                _check(value >= 0, name, f"must be non-negative, got {value}")
+        _check(all(s for s in self.stop), "stop", "cannot contain an empty string")
+        if self.allowed_token_ids is not None:
+            _check(len(self.allowed_token_ids) > 0, "allowed_token_ids", "must not be empty")
+        if self.seed is not None:
+            _check(isinstance(self.seed, int), "seed", f"must be an integer, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < _GREEDY_EPS
+
+    @property
+    def needs_penalties(self) -> bool:
+        return (
+            self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+            or self.repetition_penalty != 1.0
+        )
+
+
+_GREEDY_EPS = 1e-5
+
+
+@dataclass
+class PoolingParams:
+    """Settings of a pooling (embedding) request."""
+
+    normalize: bool | None = None
+    dimensions: int | None = None
+    truncate_prompt_tokens: int | None = None
+    pooling_type: str | None = None  # "last", "mean" or "cls"; None = the model's own
+    output_kind: RequestOutputKind = field(default=RequestOutputKind.FINAL_ONLY, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.dimensions is not None:
+            _check(self.dimensions >= 1, "dimensions", f"must be at least 1, got {self.dimensions}")
+        if self.truncate_prompt_tokens is not None:
+            _check(
+                self.truncate_prompt_tokens >= 1 or self.truncate_prompt_tokens == -1,
+                "truncate_prompt_tokens",
+                f"must be at least 1 (or -1 for the model's maximum), got {self.truncate_prompt_tokens}",
+            )
+        if self.pooling_type is not None:
+            self.pooling_type = self.pooling_type.lower()
+            _check(
+                self.pooling_type in ("last", "mean", "cls"),
+                "pooling_type",
+                f"must be one of last, mean, cls; got {self.pooling_type!r}",
+            )
+
+
+def _check(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"{name} {message}")
