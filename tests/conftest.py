@@ -1,0 +1,36 @@
+"""Shared fixtures: tiny random-weight models built locally, once per session."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmkit.demo import ModelSpec, build_model
+
+# Qwen3's default head_dim is 128; keep every test model small.
+SPECS = {
+    "llama": ModelSpec(architecture="llama"),
+    "mistral": ModelSpec(architecture="mistral", tie_word_embeddings=False),
+    "qwen2": ModelSpec(architecture="qwen2"),
+    "qwen3": ModelSpec(architecture="qwen3", head_dim=16, num_kv_heads=1),
+}
+
+
+@pytest.fixture(scope="session")
+def model_factory(tmp_path_factory):
+    """Builds (once) and returns the directory of a tiny model of the given spec."""
+    root = tmp_path_factory.mktemp("models")
+    built: dict[ModelSpec, str] = {}
+
+    def make(spec: ModelSpec | str = "llama") -> str:
+        spec = SPECS[spec] if isinstance(spec, str) else spec
+        if spec not in built:
+            built[spec] = str(build_model(root / f"m{len(built)}", spec))
+        return built[spec]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_model(model_factory) -> str:
+    """The default tiny Llama: 2 layers, hidden 64, GQA 4:2, tied embeddings."""
+    return model_factory("llama")
