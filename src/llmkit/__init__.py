@@ -5,7 +5,10 @@ any anyio app through ``AsyncEngine``.
 """
 
 from llmkit.config import EngineConfig
+from llmkit.engine.async_engine import AsyncEngine, RequestStream
+from llmkit.engine.core import EngineStats
 from llmkit.engine.llm import LLM
+from llmkit.errors import EngineDeadError, LLMKitError, RequestFailedError
 from llmkit.outputs import (
     CompletionOutput,
     EmbeddingOutput,
@@ -19,6 +22,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLM",
+    "AsyncEngine",
+    "EngineDeadError",
+    "EngineStats",
+    "LLMKitError",
+    "RequestFailedError",
+    "RequestStream",
     "CompletionOutput",
     "EmbeddingOutput",
     "EmbeddingRequestOutput",

@@ -27,8 +27,10 @@ logger = logging.getLogger(__name__)
 _DEFAULT_BATCHED_TOKENS = 2048
 
 
-@dataclass
-class CoreStats:
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot of the engine's load and counters."""
+
     num_running: int
     num_waiting: int
     kv_blocks_total: int
@@ -117,6 +119,7 @@ class EngineCore:
         if state is None:
             return None
         self._end(state, RequestStatus.FINISHED_ABORTED)
+        state.mark_updated()
         return state
 
     def abort_all(self) -> list[RequestState]:
@@ -125,8 +128,8 @@ class EngineCore:
     def has_work(self) -> bool:
         return self.scheduler.has_work()
 
-    def stats(self) -> CoreStats:
-        return CoreStats(
+    def stats(self) -> EngineStats:
+        return EngineStats(
             num_running=self.scheduler.num_running,
             num_waiting=self.scheduler.num_waiting,
             kv_blocks_total=self.allocator.num_blocks,
@@ -151,10 +154,13 @@ class EngineCore:
             if self.fail_next_step is not None:
                 error, self.fail_next_step = self.fail_next_step, None
                 raise error
-            return self._execute(sched)
+            touched = self._execute(sched)
         except Exception as exc:  # noqa: BLE001 - one bad step must not end the engine
             logger.exception("engine step failed; failing its %d requests", len(sched.requests))
-            return self._fail(sched.requests, f"engine step failed: {exc!r}")
+            touched = self._fail(sched.requests, f"engine step failed: {exc!r}")
+        for state in touched:
+            state.mark_updated()
+        return touched
 
     def _execute(self, sched: SchedulerOutput) -> list[RequestState]:
         seqs = []

@@ -55,34 +55,13 @@ class LLM:
     ) -> list[RequestOutput]:
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         prompts = [
-            self.render_chat(
+            self.engine.processor.render_chat(
                 c, chat_template, chat_template_kwargs, add_generation_prompt,
                 continue_final_message, tools,
             )
             for c in conversations
         ]
         return self.generate(prompts, sampling_params, use_tqdm)
-
-    def render_chat(
-        self,
-        conversation: Conversation,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        tok = self.engine.tokenizer
-        text = tok.apply_chat_template(
-            conversation,
-            chat_template=chat_template,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            tools=tools,
-            **(chat_template_kwargs or {}),
-        )
-        # The template writes its own BOS; adding another would double it.
-        return {"prompt": text, "prompt_token_ids": tok.encode(text, add_special_tokens=False)}
 
     def embed(
         self,

@@ -70,7 +70,13 @@ class RequestState:
         self.num_cached_tokens = 0
         self.error: str | None = None
         self._sent_prompt_logprobs = False
+        self._updated = False
         self.lock = threading.Lock()
+
+    def mark_updated(self) -> None:
+        """The core calls this after changing the state, so a reader knows to look."""
+        with self.lock:
+            self._updated = True
 
     @property
     def finished(self) -> bool:
@@ -81,6 +87,9 @@ class RequestState:
     def take_output(self) -> RequestOutput | EmbeddingRequestOutput | None:
         """The output a reader should see now, or None if there is nothing new for it."""
         with self.lock:
+            if not self._updated:
+                return None
+            self._updated = False
             if self.pooling:
                 if self.embedding is None:
                     return None

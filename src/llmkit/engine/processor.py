@@ -62,6 +62,27 @@ class InputProcessor:
             )
         return text, ids
 
+    def render_chat(
+        self,
+        conversation: list[dict[str, Any]],
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """A conversation rendered through the chat template, as a prompt dict."""
+        text = self.tokenizer.apply_chat_template(
+            conversation,
+            chat_template=chat_template,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            tools=tools,
+            **(chat_template_kwargs or {}),
+        )
+        # The template writes its own BOS; adding another would double it.
+        return {"prompt": text, "prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
+
     def check_sampling(self, params: SamplingParams, prompt_len: int) -> None:
         if prompt_len >= self.max_model_len:
             raise ValueError(

@@ -1,0 +1,309 @@
+"""AsyncEngine: the object apps embed. The core steps in its own thread; callers stream.
+
+Every request gets a :class:`RequestStream`. The core thread only appends to the
+request's state and wakes its reader; the reader builds one output from whatever
+arrived since it last read, so a slow reader costs the engine nothing. Dropping or
+closing a stream, or cancelling the task reading it, aborts the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from llmkit.config import EngineConfig
+from llmkit.engine.core import EngineCore, EngineStats
+from llmkit.engine.output_state import RequestState
+from llmkit.engine.processor import PromptType
+from llmkit.errors import EngineDeadError, RequestFailedError
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+from llmkit.sampling_params import PoolingParams, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+_Command = Callable[[EngineCore], None]
+
+
+def _threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
+    """A function that runs a callback soon on the current event loop, from any thread."""
+    try:
+        return asyncio.get_running_loop().call_soon_threadsafe
+    except RuntimeError:  # not asyncio: anyio's other backend is trio
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+
+
+class RequestStream:
+    """Async iterator over one request's outputs; leaving it early aborts the request."""
+
+    def __init__(self, engine: AsyncEngine, state: RequestState):
+        self._engine = engine
+        self._state = state
+        self._schedule = _threadsafe_scheduler()
+        self._event: anyio.Event | None = None
+        self._wake_pending = False
+        self._done = False
+
+    @property
+    def request_id(self) -> str:
+        return self._state.request_id
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> RequestOutput | EmbeddingRequestOutput:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            while True:
+                dead = self._engine._dead
+                error = self._state.error
+                if error is not None:
+                    raise RequestFailedError(error)
+                output = self._state.take_output()
+                if output is not None:
+                    if output.finished:
+                        self._close()
+                    return output
+                if dead is not None:
+                    raise EngineDeadError(f"the engine stopped: {dead}") from None
+                self._event = anyio.Event()
+                # Re-check after publishing the event, or a wake in between would be lost.
+                if self._state.finished or self._state.error or self._engine._dead:
+                    continue
+                await self._event.wait()
+        except BaseException:
+            self._close()
+            raise
+
+    async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._engine._release(self._state)
+
+    def __del__(self) -> None:
+        # A consumer that breaks out of ``async for`` simply drops the stream.
+        if not getattr(self, "_done", True):
+            self._close()
+
+    def _wake_from_core(self) -> None:
+        """Called on the core thread: schedule one wake-up on the reader's loop."""
+        if self._wake_pending:
+            return
+        self._wake_pending = True
+        try:
+            self._schedule(self._wake)
+        except RuntimeError:
+            pass  # the reader's event loop is gone; nobody is waiting
+
+    def _wake(self) -> None:
+        self._wake_pending = False
+        if self._event is not None:
+            self._event.set()
+
+
+class AsyncEngine:
+    """Continuous batching for an async app::
+
+        async with AsyncEngine(EngineConfig(model="demo")) as engine:
+            async for out in engine.generate("Hello", SamplingParams(max_tokens=8)):
+                print(out.outputs[0].text)
+    """
+
+    def __init__(self, config: EngineConfig | str | None = None, **kwargs: Any):
+        if isinstance(config, str):
+            config = EngineConfig.from_kwargs(config, **kwargs)
+        elif config is None:
+            config = EngineConfig.from_kwargs(**kwargs)
+        elif kwargs:
+            raise TypeError("pass either an EngineConfig or keyword fields, not both")
+        self.config = config
+        self.core = EngineCore(config)
+        self.processor = self.core.processor
+        self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._wakeup = threading.Event()
+        self._streams: dict[str, RequestStream] = {}
+        # Re-entrant: a dropped stream may be finalised while this thread holds it.
+        self._lock = threading.RLock()
+        self._thread: threading.Thread | None = None
+        self._dead: BaseException | None = None
+        self._stopping = False
+        self._stats = self.core.stats()
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> AsyncEngine:
+        return cls(config)
+
+    # ---- lifetime ------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncEngine:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def start(self) -> None:
+        """Start the step loop (``async with`` does this)."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="llmkit-engine", daemon=True)
+        self._thread.start()
+
+    async def shutdown(self) -> None:
+        """Abort what is in flight (finish reason "abort") and stop the step loop."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return
+        self._stopping = True
+        self._submit(lambda core: None)
+        await anyio.to_thread.run_sync(thread.join)
+
+    def is_healthy(self) -> bool:
+        return self._dead is None and self._thread is not None and self._thread.is_alive()
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stats(self) -> EngineStats:
+        """The snapshot the core published after its last step or command."""
+        return self._stats
+
+    @property
+    def tokenizer(self):
+        return self.core.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        return self.core.max_model_len
+
+    # ---- requests ------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: PromptType,
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> RequestStream:
+        """Start a request; iterate the result with ``async for``.
+
+        Invalid input raises ``ValueError`` here, before anything is queued.
+        """
+        return self._add(prompt, sampling_params or SamplingParams(), request_id, priority)
+
+    def encode(
+        self,
+        prompt: PromptType,
+        pooling_params: PoolingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> RequestStream:
+        """Start a pooling (embedding) request; its stream yields one output."""
+        return self._add(prompt, pooling_params or PoolingParams(), request_id, priority)
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> RequestStream:
+        """Like :meth:`generate`, on a conversation rendered through the chat template."""
+        prompt = self.processor.render_chat(
+            messages, chat_template, chat_template_kwargs, add_generation_prompt,
+            continue_final_message, tools,
+        )
+        return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
+
+    async def abort(self, request_id: str) -> None:
+        """Abort a request; its reader gets a final output with finish reason "abort"."""
+        self._submit(lambda core: self._notify(core.abort(request_id)))
+
+    def _add(self, prompt, params, request_id, priority) -> RequestStream:
+        if self._dead is not None or self._stopping:
+            raise EngineDeadError("the engine is not running")
+        if self._thread is None:
+            raise RuntimeError("the engine is not started: use `async with engine` or start()")
+        state, requests = self.processor.process(prompt, params, request_id, priority)
+        stream = RequestStream(self, state)
+        with self._lock:
+            if state.request_id in self._streams:
+                raise ValueError(f"request id {state.request_id!r} is already in use")
+            self._streams[state.request_id] = stream
+        self._submit(lambda core: core.add(state, requests))
+        return stream
+
+    def _release(self, state: RequestState) -> None:
+        """The reader is gone: forget its stream and abort the request if it still runs."""
+        with self._lock:
+            self._streams.pop(state.request_id, None)
+        if not state.finished:
+            self._submit(lambda core: core.abort(state.request_id))
+
+    # ---- the core thread -------------------------------------------------------------
+
+    def _submit(self, command: _Command) -> None:
+        self._commands.put(command)
+        self._wakeup.set()
+
+    def _run(self) -> None:
+        core = self.core
+        try:
+            while True:
+                while True:
+                    try:
+                        command = self._commands.get_nowait()
+                    except queue.Empty:
+                        break
+                    command(core)
+                if self._stopping:
+                    for state in core.abort_all():
+                        self._notify(state)
+                    break
+                if not core.has_work():
+                    self._stats = core.stats()
+                    self._wakeup.wait()
+                    self._wakeup.clear()
+                    continue
+                for state in core.step():
+                    self._notify(state)
+                self._stats = core.stats()
+        except BaseException as exc:  # noqa: BLE001 - every reader must hear of it
+            logger.exception("the engine's step loop died")
+            self._dead = exc
+        finally:
+            self._stats = core.stats()
+            if self._dead is None:
+                self._dead = EngineDeadError("the engine was shut down")
+            with self._lock:
+                streams = list(self._streams.values())
+            for stream in streams:
+                stream._wake_from_core()
+
+    def _notify(self, state: RequestState | None) -> None:
+        if state is None:
+            return
+        with self._lock:
+            stream = self._streams.get(state.request_id)
+        if stream is not None:
+            stream._wake_from_core()

@@ -1,0 +1,23 @@
+"""The exceptions llmkit raises at its public boundary.
+
+Invalid input is a plain ``ValueError`` (raised before anything is queued). Everything
+else derives from :class:`LLMKitError`::
+
+    LLMKitError
+    ├── EngineDeadError      the engine stopped and cannot serve any request
+    └── RequestFailedError   the engine failed while computing this request
+"""
+
+from __future__ import annotations
+
+
+class LLMKitError(Exception):
+    """Base of llmkit's own errors."""
+
+
+class EngineDeadError(LLMKitError):
+    """The engine's step loop has stopped (shut down or crashed); create a new engine."""
+
+
+class RequestFailedError(LLMKitError):
+    """A step that computed this request failed; other requests were not affected."""
