@@ -1,41 +1,63 @@
 """llmkit: an embeddable LLM serving SDK.
 
 Continuous batching over a paged KV cache, driven offline through :class:`LLM` or from
-any anyio app through ``AsyncEngine``.
+any anyio app through :class:`AsyncEngine`. Names are imported on first use, so that
+``import llmkit.engine.scheduler`` (pure Python) does not pull in torch.
 """
 
-from llmkit.config import EngineConfig
-from llmkit.engine.async_engine import AsyncEngine, RequestStream
-from llmkit.engine.core import EngineStats
-from llmkit.engine.llm import LLM
-from llmkit.errors import EngineDeadError, LLMKitError, RequestFailedError
-from llmkit.outputs import (
-    CompletionOutput,
-    EmbeddingOutput,
-    EmbeddingRequestOutput,
-    Logprob,
-    RequestOutput,
-)
-from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "LLM",
-    "AsyncEngine",
-    "EngineDeadError",
-    "EngineStats",
-    "LLMKitError",
-    "RequestFailedError",
-    "RequestStream",
-    "CompletionOutput",
-    "EmbeddingOutput",
-    "EmbeddingRequestOutput",
-    "EngineConfig",
-    "Logprob",
-    "PoolingParams",
-    "RequestOutput",
-    "RequestOutputKind",
-    "SamplingParams",
-    "__version__",
-]
+_EXPORTS = {
+    "AsyncEngine": "llmkit.engine.async_engine",
+    "RequestStream": "llmkit.engine.async_engine",
+    "EngineStats": "llmkit.engine.core",
+    "LLM": "llmkit.engine.llm",
+    "EngineConfig": "llmkit.config",
+    "EngineDeadError": "llmkit.errors",
+    "LLMKitError": "llmkit.errors",
+    "RequestFailedError": "llmkit.errors",
+    "CompletionOutput": "llmkit.outputs",
+    "EmbeddingOutput": "llmkit.outputs",
+    "EmbeddingRequestOutput": "llmkit.outputs",
+    "Logprob": "llmkit.outputs",
+    "RequestOutput": "llmkit.outputs",
+    "PoolingParams": "llmkit.sampling_params",
+    "RequestOutputKind": "llmkit.sampling_params",
+    "SamplingParams": "llmkit.sampling_params",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llmkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from llmkit.config import EngineConfig
+    from llmkit.engine.async_engine import AsyncEngine, RequestStream
+    from llmkit.engine.core import EngineStats
+    from llmkit.engine.llm import LLM
+    from llmkit.errors import EngineDeadError, LLMKitError, RequestFailedError
+    from llmkit.outputs import (
+        CompletionOutput,
+        EmbeddingOutput,
+        EmbeddingRequestOutput,
+        Logprob,
+        RequestOutput,
+    )
+    from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
