@@ -12,6 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -132,7 +133,9 @@ class AsyncEngine:
         self.processor = self.core.processor
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
         self._wakeup = threading.Event()
-        self._streams: dict[str, RequestStream] = {}
+        # Weak: the reader's reference is what keeps a stream alive, so dropping it
+        # (breaking out of ``async for``) finalises the stream and aborts the request.
+        self._streams: weakref.WeakValueDictionary[str, RequestStream] = weakref.WeakValueDictionary()
         # Re-entrant: a dropped stream may be finalised while this thread holds it.
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
