@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import torch
+
+# Without a GPU the Triton kernels run in Triton's interpreter. The variable must be set
+# before triton is first imported, which may happen in any test module.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from llmkit.demo import ModelSpec, build_model
 

@@ -278,7 +278,10 @@ class AsyncEngine:
                         command = self._commands.get_nowait()
                     except queue.Empty:
                         break
-                    command(core)
+                    try:
+                        command(core)
+                    except Exception:  # noqa: BLE001 - a bad command must not end the loop
+                        logger.exception("engine command failed")
                 if self._stopping:
                     for state in core.abort_all():
                         self._notify(state)
