@@ -173,23 +173,34 @@ def paged_attention_kernel(
         tl.store(part_sum_ptr + part, l_i, mask=row_valid)
 
 
-def tile_config(max_query_len: int, queries_per_kv: int, head_dim: int) -> dict[str, int]:
+def tile_config(
+    max_query_len: int, queries_per_kv: int, head_dim: int, elem_size: int
+) -> dict[str, int]:
     """Tile sizes for a batch whose longest query run is ``max_query_len`` tokens.
 
     A tile is BLOCK_Q tokens times the padded GQA group. It has at least 16 rows (the
-    smallest ``tl.dot``), and at most 64 unless the group alone is larger: decodes get
-    BLOCK_Q = 16 / group (or 1) instead of wasting a 64-row tile on one token.
+    smallest ``tl.dot``) and at most 64 unless the group alone is larger: decodes get
+    BLOCK_Q = 16 / group (or 1) instead of wasting a 64-row tile on one token. The
+    sizes keep sm_80/sm_90 builds free of register spills (checked with
+    ``cuobjdump --dump-resource-usage``); fp32 runs its exact ``ieee`` dots on FMA
+    units, which need far more registers, hence its narrower key tiles.
     """
     block_g = triton.next_power_of_2(queries_per_kv)
     block_d = max(16, triton.next_power_of_2(head_dim))
+    max_rows = 64 if elem_size < 4 or block_d <= 128 else 16
     rows = block_g * triton.next_power_of_2(max(1, max_query_len))
-    block_m = max(block_g, min(64, max(16, rows)))
+    block_m = max(block_g, min(max_rows, max(16, rows)))
+    if elem_size >= 4:
+        block_n = 16
+    else:
+        block_n = 64 if block_d <= 128 else 32
+    big_tile = elem_size >= 4 or block_m * block_d > 16 * 128
     return {
         "BLOCK_G": block_g,
         "BLOCK_Q": block_m // block_g,
-        "BLOCK_N": 64 if block_d <= 128 else 32,
+        "BLOCK_N": block_n,
         "BLOCK_D": block_d,
-        "num_warps": 4 if block_m * block_d <= 64 * 128 else 8,
+        "num_warps": 8 if big_tile else 4,
         "num_stages": 2,
     }
 
@@ -206,14 +217,14 @@ def paged_attention(
     max_query_len: int,
     scale: float,
     num_splits: int = 1,
-    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal paged attention for ``query`` ``[T, H_q, D]``; returns ``[T, H_q, D]``.
 
     Request ``i`` owns rows ``query_start_loc[i]:query_start_loc[i+1]``, the last
     positions of its ``seq_lens[i]`` tokens, whose K/V are read through
     ``block_tables[i]`` from caches ``[num_blocks, block_size, H_kv, D]``. Only host
-    ints (``num_reqs``, ``max_query_len``, shapes) size the launch: no device sync.
+    ints (``num_reqs``, shapes) size the launch: no device sync. ``max_query_len`` only
+    picks the tile size; any value gives correct results.
     ``num_splits > 1`` splits each request's keys over that many programs and merges
     their partial softmaxes afterwards (flash decoding).
     """
@@ -230,23 +241,21 @@ def paged_attention(
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
     upcast = check_launchable(paged_attention_kernel, query)
     query = query if query.stride(-1) == 1 else query.contiguous()
-    if out is None:
-        out = torch.empty_like(query, memory_format=torch.contiguous_format)
+    out = torch.empty_like(query, memory_format=torch.contiguous_format)
     if num_tokens == 0 or num_reqs == 0:
         return out
 
-    cfg = tile_config(max_query_len, num_q_heads // num_kv_heads, head_dim)
+    cfg = tile_config(
+        max_query_len, num_q_heads // num_kv_heads, head_dim, k_cache.element_size()
+    )
     launch = {"num_warps": cfg.pop("num_warps"), "num_stages": cfg.pop("num_stages")}
     grid = (num_tokens // cfg["BLOCK_Q"] + num_reqs, num_kv_heads, num_splits)
     if num_splits == 1:
         part_acc = part_max = part_sum = out  # unused: that branch is compiled out
     else:
-        part_acc = torch.empty(
-            (num_tokens, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=query.device
-        )
-        part_max = torch.empty(
-            (num_tokens, num_q_heads, num_splits), dtype=torch.float32, device=query.device
-        )
+        f32 = {"dtype": torch.float32, "device": query.device}
+        part_acc = torch.empty((num_tokens, num_q_heads, num_splits, head_dim), **f32)
+        part_max = torch.empty((num_tokens, num_q_heads, num_splits), **f32)
         part_sum = torch.empty_like(part_max)
 
     paged_attention_kernel[grid](
