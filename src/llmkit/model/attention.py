@@ -95,23 +95,44 @@ class TorchAttentionBackend(AttentionBackend):
         return out
 
     def _decode_batch(self, query, k_cache, v_cache, meta, scale, reqs, out):
-        """One masked attention over all single-token requests, padded to the longest context."""
-        block_size = k_cache.shape[1]
-        idx = torch.tensor(reqs, device=query.device)
-        rows = meta.query_start_loc[idx].long()
-        lens = meta.seq_lens[idx]
-        max_len = max(meta.seq_lens_host[i] for i in reqs)
-        num_blocks = -(-max_len // block_size)
-        tables = meta.block_tables[idx, :num_blocks].long()
-        # [R, blocks, block_size, H_kv, D] -> [R, H_kv, L, D]
-        k = k_cache[tables].flatten(1, 2)[:, :max_len].transpose(1, 2)
-        v = v_cache[tables].flatten(1, 2)[:, :max_len].transpose(1, 2)
-        q = query[rows].unsqueeze(2)  # [R, H_q, 1, D]
-        mask = torch.arange(max_len, device=query.device)[None, :] < lens[:, None]
-        o = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask[:, None, None, :], scale=scale, enable_gqa=True
-        )
-        out[rows] = o.squeeze(2)
+        """Masked attention over single-token requests, in groups of similar context length.
+
+        Gathering K/V out of the paged cache is what costs on a CPU; grouping by length
+        keeps padding small and each group's gathered K/V small enough to stay in cache.
+        """
+        lens = meta.seq_lens_host
+        reqs = sorted(reqs, key=lambda i: lens[i])
+        for g in range(0, len(reqs), _DECODE_GROUP):
+            group = reqs[g : g + _DECODE_GROUP]
+            idx = torch.tensor(group, device=query.device)
+            rows = meta.query_start_loc[idx].long()
+            max_len = lens[group[-1]]
+            k, v = _gather_padded(k_cache, v_cache, meta.block_tables[idx], max_len)
+            mask = torch.arange(max_len, device=query.device)[None, :] < meta.seq_lens[idx][:, None]
+            o = F.scaled_dot_product_attention(
+                query[rows].unsqueeze(2), k, v, attn_mask=mask[:, None, None, :],
+                scale=scale, enable_gqa=True,
+            )
+            out.index_copy_(0, rows, o.squeeze(2))
+
+
+# Measured on a 2-core CPU (64 decodes, contexts 16..512): 8 per group costs a quarter
+# of one padded batch; larger groups spill the gathered K/V out of cache.
+_DECODE_GROUP = 8
+
+
+def _gather_padded(k_cache, v_cache, block_tables, max_len):
+    """K/V of several requests, padded to ``max_len``: ``[R, H_kv, max_len, D]`` each."""
+    num_blocks, block_size = k_cache.shape[:2]
+    R = block_tables.shape[0]
+    width = -(-max_len // block_size)
+    flat = block_tables[:, :width].reshape(-1).long()
+
+    def gather(cache):
+        rows = cache.view(num_blocks, -1).index_select(0, flat)
+        return rows.view(R, width * block_size, *cache.shape[2:])[:, :max_len].transpose(1, 2)
+
+    return gather(k_cache), gather(v_cache)
 
 
 def _gather_context(k_cache, v_cache, block_table, seq_len):
