@@ -15,14 +15,36 @@ class Tokenizer:
         backend = getattr(self.hf, "_tokenizer", None)
         if backend is None:
             raise ValueError(f"{path}: llmkit needs a fast (tokenizers-backed) tokenizer")
-        self.backend = backend
+        # Our own copy, without the padding and truncation a tokenizer.json may carry
+        # (all-MiniLM-L6-v2 pads and cuts every input to 128 tokens); transformers changes
+        # those settings on its object at each call, which would race with our threads.
+        self.backend = type(backend).from_str(backend.to_str())
+        self.backend.no_padding()
+        self.backend.no_truncation()
         self.eos_token_id: int | None = self.hf.eos_token_id
         self.bos_token_id: int | None = self.hf.bos_token_id
         self.vocab_size = len(self.hf)
         self._token_text: dict[int, str] = {}
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+    def encode(
+        self, text: str, add_special_tokens: bool = True, max_length: int | None = None
+    ) -> list[int]:
+        """Token ids of ``text``; ``max_length`` truncates as ``tokenizer(truncation=True)`` does."""
+        if max_length is None:
+            return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        # Cut the text's own tokens on the tokenizer's truncation side, then add the special
+        # ones, so a BERT input keeps [CLS] and [SEP]. The backend's truncation setting is
+        # left alone: it is shared with every other thread encoding at the same time.
+        enc = self.backend.encode(text, add_special_tokens=False)
+        side = getattr(self.hf, "truncation_side", "right")
+        if add_special_tokens:
+            room = max_length - self.backend.num_special_tokens_to_add(False)
+            enc.truncate(max(room, 0), direction=side)
+            enc = self.backend.post_process(enc, add_special_tokens=True)
+        ids = enc.ids
+        if len(ids) > max_length:  # shorter than the special tokens alone
+            ids = ids[:max_length] if side == "right" else ids[-max_length:]
+        return ids
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)

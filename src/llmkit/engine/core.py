@@ -15,8 +15,9 @@ from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.scheduler import Scheduler, SchedulerOutput
-from llmkit.model.loader import load_hf_config
+from llmkit.model.loader import load_hf_config, model_class
 from llmkit.model.pooler import PoolingAccumulator
+from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 from llmkit.model.runner import ModelRunner, SeqInput
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
 from llmkit.outputs import Logprob
@@ -48,28 +49,50 @@ class EngineCore:
         path = resolve_model(config.model)
         self.model_path = path
         self.hf_config = load_hf_config(path)
+        cls = model_class(self.hf_config)
+        self.is_encoder = bool(getattr(cls, "is_encoder", False))
+        self.task = self._resolve_task()
+        # Read once here: what a pooling request gets for the fields it leaves as None.
+        self.pooling_config: PoolingConfig = resolve_pooling_config(
+            path, getattr(cls, "default_pooling_type", "last")
+        )
         self.tokenizer = Tokenizer(resolve_model(config.tokenizer) if config.tokenizer else path)
         self.max_model_len = self._resolve_max_model_len()
+        # An encoder computes each input whole in one step, so one step must hold the longest.
+        whole_prompts = not config.enable_chunked_prefill or self.is_encoder
         budget = config.max_num_batched_tokens
         if budget is None:
             budget = _DEFAULT_BATCHED_TOKENS
-            if not config.enable_chunked_prefill:
+            if whole_prompts:
                 budget = max(budget, self.max_model_len)
-        elif not config.enable_chunked_prefill and budget < self.max_model_len:
+        elif whole_prompts and budget < self.max_model_len:
+            why = "for an encoder-only model" if self.is_encoder else "when chunked prefill is disabled"
             raise ValueError(
                 f"max_num_batched_tokens ({budget}) must be >= max_model_len "
-                f"({self.max_model_len}) when chunked prefill is disabled"
+                f"({self.max_model_len}) {why}"
             )
         self.runner = ModelRunner(config, path, self.hf_config, self.max_model_len)
         self.allocator = BlockAllocator(
             self.runner.num_blocks, config.block_size, config.enable_prefix_caching
         )
         self.scheduler = Scheduler(
-            self.allocator, config.max_num_seqs, budget, config.enable_chunked_prefill
+            self.allocator,
+            config.max_num_seqs,
+            budget,
+            config.enable_chunked_prefill,
+            encoder_only=self.is_encoder,
         )
         vocab_size = self.hf_config.vocab_size
         self.sampler = Sampler(vocab_size, self.runner.device)
-        self.processor = InputProcessor(config, self.tokenizer, self.max_model_len, vocab_size)
+        self.processor = InputProcessor(
+            config,
+            self.tokenizer,
+            self.max_model_len,
+            vocab_size,
+            task=self.task,
+            hidden_size=self.hf_config.hidden_size,
+            is_encoder=self.is_encoder,
+        )
         self._states: dict[str, RequestState] = {}
         self._requests: dict[str, list[Request]] = {}
         self._owner: dict[Request, RequestState] = {}
@@ -82,15 +105,38 @@ class EngineCore:
         # Test hook: an exception to raise inside the next step (see AsyncEngine tests).
         self.fail_next_step: BaseException | None = None
 
+    def _resolve_task(self) -> str:
+        task = self.config.task
+        if task == "auto":
+            return "embed" if self.is_encoder else "generate"
+        if task == "generate" and self.is_encoder:
+            archs = ", ".join(getattr(self.hf_config, "architectures", None) or ["this model"])
+            raise ValueError(
+                f"task='generate' needs a decoder, but {archs} is an embedding-only encoder; "
+                "use task='embed' (or 'auto')"
+            )
+        return task
+
+    @property
+    def supports_generate(self) -> bool:
+        return self.processor.supports_generate
+
+    @property
+    def supports_embed(self) -> bool:
+        return self.processor.supports_embed
+
     def _resolve_max_model_len(self) -> int:
         limit = getattr(self.hf_config, "max_position_embeddings", None) or 2048
+        source = "max_position_embeddings"
+        st_limit = self.pooling_config.max_seq_length
+        if self.task == "embed" and st_limit is not None and st_limit < limit:
+            # The length sentence-transformers cuts inputs to; vLLM caps max_model_len there too.
+            limit, source = st_limit, "max_seq_length (sentence_bert_config.json)"
         wanted = self.config.max_model_len
         if wanted is None:
             return limit
         if wanted > limit:
-            raise ValueError(
-                f"max_model_len={wanted} is more than the model's max_position_embeddings={limit}"
-            )
+            raise ValueError(f"max_model_len={wanted} is more than the model's {source}={limit}")
         return wanted
 
     # ---- requests in and out -------------------------------------------------------
@@ -108,7 +154,7 @@ class EngineCore:
                 gen.manual_seed(params.seed)
                 self._generators[req] = gen
             if req.pooling_params is not None:
-                kind = req.pooling_params.pooling_type or "last"
+                kind = req.pooling_params.pooling_type or self.pooling_config.pooling_type
                 self._poolers[req] = PoolingAccumulator(kind)
             self._prompt_tokens += req.num_prompt_tokens
             self.scheduler.add(req)
@@ -285,7 +331,7 @@ class EngineCore:
         if req.num_computed_tokens < req.num_tokens:
             return None
         params = req.pooling_params
-        normalize = True if params.normalize is None else params.normalize
+        normalize = self.pooling_config.normalize if params.normalize is None else params.normalize
         state = self._owner[req]
         with state.lock:
             state.embedding = pooler.result(normalize, params.dimensions)

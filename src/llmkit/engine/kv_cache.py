@@ -53,6 +53,8 @@ class BlockAllocator:
 
     @property
     def usage(self) -> float:
+        if not self.num_blocks:
+            return 0.0  # an encoder-only model has no KV cache
         return 1.0 - len(self._free) / self.num_blocks
 
     def block_ids(self, request: Request) -> list[int]:

@@ -25,23 +25,49 @@ def new_request_id() -> str:
 
 
 class InputProcessor:
-    def __init__(self, config: EngineConfig, tokenizer: Tokenizer, max_model_len: int, vocab_size: int):
+    def __init__(
+        self,
+        config: EngineConfig,
+        tokenizer: Tokenizer,
+        max_model_len: int,
+        vocab_size: int,
+        task: str = "generate",
+        hidden_size: int | None = None,
+        is_encoder: bool = False,
+    ):
         self.config = config
         self.tokenizer = tokenizer
         self.max_model_len = max_model_len
         self.vocab_size = vocab_size
+        self.task = task  # resolved: "generate" or "embed", never "auto"
+        self.hidden_size = hidden_size
+        self.is_encoder = is_encoder
+
+    @property
+    def supports_generate(self) -> bool:
+        return self.task == "generate"
+
+    @property
+    def supports_embed(self) -> bool:
+        return self.task == "embed"
 
     def tokenize(self, prompt: PromptType, truncate: int | None = None) -> tuple[str | None, list[int]]:
-        """Accepts a string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``."""
+        """Accepts a string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``.
+
+        ``truncate`` (``-1``: max_model_len) cuts text the way its tokenizer does, keeping
+        special tokens such as BERT's [CLS] and [SEP]; token ids keep their last ones, as
+        in vLLM.
+        """
+        limit = None if truncate is None else (self.max_model_len if truncate == -1 else truncate)
         if isinstance(prompt, dict):
             if "prompt_token_ids" in prompt:
                 text, ids = prompt.get("prompt"), list(prompt["prompt_token_ids"])
             elif "prompt" in prompt:
-                text, ids = prompt["prompt"], self.tokenizer.encode(prompt["prompt"])
+                text, ids = prompt["prompt"], self.tokenizer.encode(prompt["prompt"], max_length=limit)
             else:
                 raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
         elif isinstance(prompt, str):
-            text, ids = prompt, self.tokenizer.encode(prompt)
+            text, ids = prompt, self.tokenizer.encode(prompt, max_length=limit)
         elif isinstance(prompt, (list, tuple)) and all(
             isinstance(t, int) and not isinstance(t, bool) for t in prompt
         ):
@@ -51,8 +77,8 @@ class InputProcessor:
                 "prompt must be a string, a list of token ids, or a dict with "
                 f"'prompt' or 'prompt_token_ids'; got {type(prompt).__name__}"
             )
-        if truncate is not None:
-            ids = ids[-(self.max_model_len if truncate == -1 else truncate) :]
+        if limit is not None:
+            ids = ids[-limit:]
         if not ids:
             raise ValueError("the prompt is empty: it must hold at least one token")
         bad = [t for t in ids if not 0 <= t < self.vocab_size]
@@ -108,6 +134,38 @@ class InputProcessor:
                     f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})"
                 )
 
+    def check_task(self, params: SamplingParams | PoolingParams) -> None:
+        """Reject what this engine's task does not serve (vLLM: generate on a pooling model)."""
+        if isinstance(params, PoolingParams) and not self.supports_embed:
+            raise ValueError(
+                "this engine serves text generation (task='generate'); embeddings need an "
+                "engine started with task='embed'"
+            )
+        if isinstance(params, SamplingParams) and not self.supports_generate:
+            if self.is_encoder:
+                raise ValueError(
+                    "this model is an embedding-only encoder: it cannot generate text; "
+                    "ask it for embeddings instead"
+                )
+            raise ValueError(
+                "this engine serves embeddings (task='embed'); generating text needs an "
+                "engine started with task='generate'"
+            )
+
+    def check_pooling_params(self, params: PoolingParams) -> None:
+        if params.dimensions is not None and self.hidden_size is not None:
+            if params.dimensions > self.hidden_size:
+                raise ValueError(
+                    f"dimensions={params.dimensions} is more than the model's embedding size "
+                    f"({self.hidden_size})"
+                )
+        truncate = params.truncate_prompt_tokens
+        if truncate is not None and truncate > self.max_model_len:
+            raise ValueError(
+                f"truncate_prompt_tokens={truncate} is more than max_model_len="
+                f"{self.max_model_len}; choose a smaller truncation size"
+            )
+
     def check_pooling(self, prompt_len: int) -> None:
         if prompt_len > self.max_model_len:
             raise ValueError(
@@ -124,7 +182,9 @@ class InputProcessor:
     ) -> tuple[RequestState, list[Request]]:
         """Tokenize and check one prompt; returns its output state and the core's requests."""
         request_id = request_id or new_request_id()
+        self.check_task(params)
         if isinstance(params, PoolingParams):
+            self.check_pooling_params(params)
             text, ids = self.tokenize(prompt, params.truncate_prompt_tokens)
             self.check_pooling(len(ids))
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)

@@ -5,6 +5,9 @@ Each step spends a token budget (``max_num_batched_tokens``) and a sequence budg
 prompts), then waiting ones by priority and arrival. When KV blocks run out the
 lowest-priority, newest running request is preempted: its blocks are freed and it is
 recomputed later from its prompt and the tokens it already produced.
+
+For an encoder-only model (``encoder_only``) there are no KV blocks: each request attends
+over its whole input at once, so it is scheduled whole in one step or not at all.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool = True,
+        encoder_only: bool = False,
     ):
         self.allocator = allocator
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
+        self.encoder_only = encoder_only
         self.running: list[Request] = []
         self._waiting: list[tuple[tuple, Request]] = []
         self._num_waiting = 0
@@ -90,7 +95,7 @@ class Scheduler:
             if num_new <= 0:
                 i += 1
                 continue
-            while not self.allocator.allocate(req, num_new):
+            while not self._reserve(req, num_new):
                 victim = max(self.running, key=Request.sort_key)
                 budget += self._preempt(victim, out, scheduled)
                 if victim is req:
@@ -107,14 +112,15 @@ class Scheduler:
             return out  # no admissions in a step that had to preempt
         while self._num_waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             req = self._peek_waiting()
-            cached = [] if req.skip_prefix_cache else self.allocator.find_cached(req)
+            skip_cache = req.skip_prefix_cache or self.encoder_only
+            cached = [] if skip_cache else self.allocator.find_cached(req)
             num_computed = len(cached) * self.allocator.block_size
             num_new = req.num_tokens - num_computed
             if num_new > budget:
-                if not self.enable_chunked_prefill:
+                if not self.enable_chunked_prefill or self.encoder_only:
                     break
                 num_new = budget
-            if not self.allocator.allocate(req, num_new, cached):
+            if not self._reserve(req, num_new, cached):
                 break
             heapq.heappop(self._waiting)
             self._num_waiting -= 1
@@ -127,6 +133,9 @@ class Scheduler:
             out.num_new_tokens.append(num_new)
             budget -= num_new
         return out
+
+    def _reserve(self, req: Request, num_new: int, cached: list[int] = ()) -> bool:
+        return self.encoder_only or self.allocator.allocate(req, num_new, cached)
 
     def _peek_waiting(self) -> Request:
         while self._waiting[0][1].is_finished:

@@ -10,6 +10,7 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
+from llmkit.model.models.bert import BertForMaskedLM, BertModel
 from llmkit.model.models.llama import (
     LlamaForCausalLM,
     MistralForCausalLM,
@@ -18,6 +19,8 @@ from llmkit.model.models.llama import (
 )
 
 ARCHITECTURES: dict[str, type[nn.Module]] = {
+    "BertModel": BertModel,
+    "BertForMaskedLM": BertForMaskedLM,
     "LlamaForCausalLM": LlamaForCausalLM,
     "MistralForCausalLM": MistralForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,

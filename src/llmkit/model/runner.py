@@ -55,7 +55,9 @@ class ModelRunner:
         if backend == "auto":
             backend = "triton" if self.device.type == "cuda" else "torch"
         self.backend = create_backend(backend)
-        self.num_blocks = self._num_kv_blocks(max_model_len)
+        # An encoder attends over each whole input in one step and keeps nothing between steps.
+        self.is_encoder = bool(getattr(self.model, "is_encoder", False))
+        self.num_blocks = 0 if self.is_encoder else self._num_kv_blocks(max_model_len)
         shape = (self.num_blocks, self.block_size, self.model.num_kv_heads, self.model.head_dim)
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
         # and 0 * NaN from stale memory would poison them.
@@ -64,7 +66,7 @@ class ModelRunner:
                 torch.zeros(shape, dtype=self.dtype, device=self.device),
                 torch.zeros(shape, dtype=self.dtype, device=self.device),
             )
-            for _ in range(self.model.num_layers)
+            for _ in range(0 if self.is_encoder else self.model.num_layers)
         ]
         logger.info(
             "model on %s in %s, %s attention, %d KV blocks of %d tokens",
@@ -114,10 +116,11 @@ class ModelRunner:
             pos = range(seq.start, seq.start + n)
             positions += pos
             blocks = seq.block_ids
-            slots += [blocks[p // bs] * bs + p % bs for p in pos]
+            if blocks:
+                slots += [blocks[p // bs] * bs + p % bs for p in pos]
             starts.append(starts[-1] + n)
             seq_lens.append(seq.start + n)
-        width = max(len(s.block_ids) for s in seqs)
+        width = max(len(s.block_ids) for s in seqs)  # 0 for an encoder, which has no blocks
         tables = [s.block_ids + [0] * (width - len(s.block_ids)) for s in seqs]
         dev = self.device
         meta = AttentionMetadata(
