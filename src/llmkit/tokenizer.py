@@ -29,7 +29,7 @@ class Tokenizer:
     def encode(
         self, text: str, add_special_tokens: bool = True, max_length: int | None = None
     ) -> list[int]:
-        """Token ids of ``text``; ``max_length`` truncates as ``tokenizer(truncation=True)`` does."""
+        """Token ids of ``text``; ``max_length`` cuts as ``tokenizer(truncation=True)`` does."""
         if max_length is None:
             return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
         # Cut the text's own tokens on the tokenizer's truncation side, then add the special

@@ -155,7 +155,8 @@ def test_encoder_prompts_are_never_chunked(minilm):
 
     def recording():
         out = schedule()
-        seen.extend((r.num_computed_tokens, n, r.num_tokens) for r, n in zip(out.requests, out.num_new_tokens))
+        for req, n in zip(out.requests, out.num_new_tokens):
+            seen.append((req.num_computed_tokens, n, req.num_tokens))
         return out
 
     small.engine.scheduler.schedule = recording
@@ -200,7 +201,11 @@ def test_a_generate_model_refuses_embeddings(tiny_model):
 @pytest.mark.parametrize(
     ("pooling", "modules", "expected"),
     [
-        ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}, ["Pooling"], ("cls", False)),
+        (
+            {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False},
+            ["Pooling"],
+            ("cls", False),
+        ),
         ({"pooling_mode": "lasttoken"}, ["Pooling", "Normalize"], ("last", True)),
         ({"pooling_mode": ["mean"]}, ["Pooling", "Dense", "Normalize"], ("mean", True)),
         ({}, ["Pooling"], ("mean", False)),  # sentence-transformers' default mode
@@ -227,3 +232,18 @@ def test_unsupported_sentence_transformers_pooling_is_refused(tmp_path):
     (tmp_path / "p" / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
     with pytest.raises(ValueError, match="pooling mode 'max' is not supported"):
         resolve_pooling_config(tmp_path, default_pooling_type="cls")
+
+
+def test_reduce_chunks_pools_mixed_requests_of_one_step():
+    from llmkit.model.pooler import finish_embeddings, reduce_chunks
+
+    hidden = torch.randn(10, 4)
+    chunks = [("mean", 0, 3), ("cls", 3, 2), ("last", 5, 4)]  # row 9 belongs to no pooled request
+    parts = reduce_chunks(hidden, chunks)
+    torch.testing.assert_close(parts[0], hidden[0:3].sum(0))
+    torch.testing.assert_close(parts[1], hidden[3])
+    torch.testing.assert_close(parts[2], hidden[8])
+    out = finish_embeddings(list(parts), [(True, None), (False, 2), (True, 2)])
+    assert len(out[0]) == 4 and len(out[1]) == 2 and len(out[2]) == 2
+    np.testing.assert_allclose(out[1], hidden[3, :2].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(out[2]), 1.0, rtol=1e-6)

@@ -16,7 +16,7 @@ from llmkit.engine.processor import InputProcessor
 from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.scheduler import Scheduler, SchedulerOutput
 from llmkit.model.loader import load_hf_config, model_class
-from llmkit.model.pooler import PoolingAccumulator
+from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
 from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 from llmkit.model.runner import ModelRunner, SeqInput
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
@@ -66,7 +66,9 @@ class EngineCore:
             if whole_prompts:
                 budget = max(budget, self.max_model_len)
         elif whole_prompts and budget < self.max_model_len:
-            why = "for an encoder-only model" if self.is_encoder else "when chunked prefill is disabled"
+            why = "for an encoder-only model" if self.is_encoder else (
+                "when chunked prefill is disabled"
+            )
             raise ValueError(
                 f"max_num_batched_tokens ({budget}) must be >= max_model_len "
                 f"({self.max_model_len}) {why}"
@@ -253,9 +255,8 @@ class EngineCore:
                 state = self._owner[req]
                 self._append_token(req, token)
                 touched[state.request_id] = state
-        for req, off, n in pooled:
-            state = self._finish_pooling(req, hidden[off : off + n])
-            if state is not None:
+        if pooled:
+            for state in self._pool(pooled, hidden):
                 touched[state.request_id] = state
         return list(touched.values())
 
@@ -325,19 +326,33 @@ class EngineCore:
         with state.lock:
             state.prompt_logprobs.extend(positions)
 
-    def _finish_pooling(self, req: Request, hidden: torch.Tensor) -> RequestState | None:
-        pooler = self._poolers[req]
-        pooler.add(hidden)
-        if req.num_computed_tokens < req.num_tokens:
-            return None
-        params = req.pooling_params
-        normalize = self.pooling_config.normalize if params.normalize is None else params.normalize
-        state = self._owner[req]
-        with state.lock:
-            state.embedding = pooler.result(normalize, params.dimensions)
-        self.scheduler.finish(req, RequestStatus.FINISHED_STOPPED)
-        self._forget(state)
-        return state
+    def _pool(
+        self, pooled: list[tuple[Request, int, int]], hidden: torch.Tensor
+    ) -> list[RequestState]:
+        """Pool this step's chunks of pooling requests; finish those whose input is all done."""
+        chunks = [(self._poolers[req].pooling_type, off, n) for req, off, n in pooled]
+        done: list[Request] = []
+        for (req, _, n), part in zip(pooled, reduce_chunks(hidden, chunks)):
+            self._poolers[req].add(part, n)
+            if req.num_computed_tokens >= req.num_tokens:
+                done.append(req)
+        if not done:
+            return []
+        default = self.pooling_config.normalize
+        settings = [
+            (default if p.normalize is None else p.normalize, p.dimensions)
+            for p in (req.pooling_params for req in done)
+        ]
+        embeddings = finish_embeddings([self._poolers[req].vector() for req in done], settings)
+        states = []
+        for req, embedding in zip(done, embeddings):
+            state = self._owner[req]
+            with state.lock:
+                state.embedding = embedding
+            self.scheduler.finish(req, RequestStatus.FINISHED_STOPPED)
+            self._forget(state)
+            states.append(state)
+        return states
 
     def _fail(self, requests: list[Request], message: str) -> list[RequestState]:
         failed = {self._owner[r].request_id: self._owner[r] for r in requests if r in self._owner}

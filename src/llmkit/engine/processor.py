@@ -63,7 +63,8 @@ class InputProcessor:
             if "prompt_token_ids" in prompt:
                 text, ids = prompt.get("prompt"), list(prompt["prompt_token_ids"])
             elif "prompt" in prompt:
-                text, ids = prompt["prompt"], self.tokenizer.encode(prompt["prompt"], max_length=limit)
+                text = prompt["prompt"]
+                ids = self.tokenizer.encode(text, max_length=limit)
             else:
                 raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
         elif isinstance(prompt, str):

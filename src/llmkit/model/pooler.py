@@ -1,6 +1,13 @@
-"""Pooling hidden states into one vector: last token, mean, or CLS (first token)."""
+"""Pooling hidden states into one vector: last token, mean, or CLS (first token).
+
+A step reduces the chunks of all its pooling requests at once, and the requests that
+finish in it get their embeddings in one batch: a handful of tensor ops per step rather
+than several per request.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -18,21 +25,63 @@ class PoolingAccumulator:
         self._acc: torch.Tensor | None = None
         self._count = 0
 
-    def add(self, hidden: torch.Tensor) -> None:
-        """Feed the next chunk's rows ``[n, hidden]`` (in order)."""
+    def add(self, part: torch.Tensor, count: int) -> None:
+        """Feed the next chunk of ``count`` rows, as :func:`reduce_chunks` reduced it."""
         if self.pooling_type == "mean":
-            part = hidden.float().sum(0)
             self._acc = part if self._acc is None else self._acc + part
-        elif self.pooling_type == "last":
-            self._acc = hidden[-1].float()
-        elif self._acc is None:
-            self._acc = hidden[0].float()
-        self._count += hidden.shape[0]
+        elif self.pooling_type == "last" or self._acc is None:
+            self._acc = part
+        self._count += count
 
-    def result(self, normalize: bool, dimensions: int | None) -> list[float]:
-        vec = self._acc / self._count if self.pooling_type == "mean" else self._acc
+    def vector(self) -> torch.Tensor:
+        """The pooled float32 vector of everything fed so far."""
+        return self._acc / self._count if self.pooling_type == "mean" else self._acc
+
+
+def reduce_chunks(hidden: torch.Tensor, chunks: Sequence[tuple[str, int, int]]) -> torch.Tensor:
+    """One float32 row per chunk ``(pooling_type, first row, num rows)`` of ``hidden``.
+
+    The row is the sum of the chunk's rows for mean pooling, its first row for cls and its
+    last for last pooling.
+    """
+    num = len(chunks)
+    out = torch.zeros(num + 1, hidden.shape[-1], dtype=torch.float32, device=hidden.device)
+    # Every row of the step is summed into its chunk's output row; rows that no mean
+    # chunk owns (other requests, cls/last chunks) go to a spare last row, dropped below.
+    segment = [num] * hidden.shape[0]
+    picked: list[int] = []
+    picked_rows: list[int] = []
+    for i, (kind, first, n) in enumerate(chunks):
+        if kind == "mean":
+            segment[first : first + n] = [i] * n
+        else:
+            picked.append(i)
+            picked_rows.append(first if kind == "cls" else first + n - 1)
+    if len(picked) < num:
+        out.index_add_(0, torch.tensor(segment, device=hidden.device), hidden.float())
+    if picked:
+        rows = torch.tensor(picked_rows, device=hidden.device)
+        out[torch.tensor(picked, device=hidden.device)] = hidden[rows].float()
+    return out[:num]
+
+
+def finish_embeddings(
+    vectors: Sequence[torch.Tensor], settings: Sequence[tuple[bool, int | None]]
+) -> list[list[float]]:
+    """Each vector cut to its ``dimensions``, then L2-normalized if asked.
+
+    ``settings`` holds ``(normalize, dimensions)`` per vector; vectors alike go in one batch.
+    """
+    result: list[list[float] | None] = [None] * len(vectors)
+    batches: dict[tuple[bool, int | None], list[int]] = {}
+    for i, setting in enumerate(settings):
+        batches.setdefault(setting, []).append(i)
+    for (normalize, dimensions), members in batches.items():
+        batch = torch.stack([vectors[i] for i in members])
         if dimensions is not None:
-            vec = vec[:dimensions]
+            batch = batch[:, :dimensions]
         if normalize:
-            vec = F.normalize(vec, p=2, dim=-1)
-        return vec.tolist()
+            batch = F.normalize(batch, p=2, dim=-1)
+        for i, row in zip(members, batch.tolist()):
+            result[i] = row
+    return result

@@ -53,7 +53,8 @@ def resolve_pooling_config(path: str | Path, default_pooling_type: str) -> Pooli
     for module in modules:
         kind = _module_type(module.get("type", ""))
         if kind == _ST_POOLING:
-            pooling_type = _st_pooling_type(_read_json(root / module.get("path", "") / "config.json"))
+            config = _read_json(root / module.get("path", "") / "config.json")
+            pooling_type = _st_pooling_type(config)
         elif kind == _ST_NORMALIZE:
             normalize = True
     return PoolingConfig(pooling_type, normalize, max_seq_length)

@@ -17,7 +17,7 @@ from torch import nn
 from llmkit.model.context import ForwardContext
 
 _ACTIVATIONS = {
-    "gelu": lambda x: F.gelu(x),
+    "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "relu": F.relu,
@@ -58,7 +58,7 @@ def _layout(starts: list[int], device: torch.device) -> _Layout:
     return _Layout(order, restore, groups)
 
 
-class BertSelfOutput(nn.Module):
+class BertOutput(nn.Module):
     """Projection, residual, then LayerNorm: BERT normalizes after each sublayer (post-LN)."""
 
     def __init__(self, in_size: int, cfg):
@@ -76,7 +76,7 @@ class BertAttention(nn.Module):
         self.num_heads = cfg.num_attention_heads
         self.head_dim = cfg.hidden_size // self.num_heads
         self.qkv_proj = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size)
-        self.output = BertSelfOutput(cfg.hidden_size, cfg)
+        self.output = BertOutput(cfg.hidden_size, cfg)
 
     def forward(self, x: torch.Tensor, groups: list[tuple[int, int, int]]) -> torch.Tensor:
         qkv = self.qkv_proj(x)
@@ -91,21 +91,37 @@ class BertAttention(nn.Module):
         return self.output(out, x)
 
 
+class BertIntermediate(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
+        if cfg.hidden_act not in _ACTIVATIONS:
+            raise ValueError(
+                f"BERT hidden_act {cfg.hidden_act!r} is not supported; "
+                f"use one of {', '.join(_ACTIVATIONS)}"
+            )
+        self.act = _ACTIVATIONS[cfg.hidden_act]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(x))
+
+
 class BertLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.attention = BertAttention(cfg)
-        self.intermediate = nn.Module()
-        self.intermediate.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
-        self.output = BertSelfOutput(cfg.intermediate_size, cfg)
-        act = cfg.hidden_act
-        if act not in _ACTIVATIONS:
-            raise ValueError(f"BERT hidden_act {act!r} is not supported; use one of {', '.join(_ACTIVATIONS)}")
-        self.act = _ACTIVATIONS[act]
+        self.intermediate = BertIntermediate(cfg)
+        self.output = BertOutput(cfg.intermediate_size, cfg)
 
     def forward(self, x: torch.Tensor, groups: list[tuple[int, int, int]]) -> torch.Tensor:
         x = self.attention(x, groups)
-        return self.output(self.act(self.intermediate.dense(x)), x)
+        return self.output(self.intermediate(x), x)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(cfg) for _ in range(cfg.num_hidden_layers))
 
 
 class BertEmbeddings(nn.Module):
@@ -143,8 +159,8 @@ class BertModel(nn.Module):
             )
         self.config = cfg
         self.embeddings = BertEmbeddings(cfg)
-        self.encoder = nn.Module()
-        self.encoder.layer = nn.ModuleList(BertLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.encoder = BertEncoder(cfg)
+        # The runner's model interface; an encoder allocates no KV cache from them.
         self.num_layers = cfg.num_hidden_layers
         self.num_kv_heads = cfg.num_attention_heads
         self.head_dim = cfg.hidden_size // cfg.num_attention_heads
@@ -164,8 +180,11 @@ class BertModel(nn.Module):
         loaded: set[str] = set()
         hidden = self.config.hidden_size
         for name, tensor in weights:
-            # BertForMaskedLM and friends keep the encoder under "bert.".
+            # BertForMaskedLM and friends keep the encoder under "bert."; checkpoints
+            # converted from TensorFlow name LayerNorm parameters gamma and beta.
             name = name.removeprefix("bert.")
+            name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
+            name = name.replace("LayerNorm.beta", "LayerNorm.bias")
             if name.startswith(self.ignored):
                 continue
             for piece, shard in self.stacked.items():
