@@ -41,7 +41,7 @@ def resolve_pooling_config(path: str | Path, default_pooling_type: str) -> Pooli
     """The model's pooling: its sentence-transformers modules if present, else the class default.
 
     Without sentence-transformers files an embedding is normalized, as vLLM does; with them,
-    only when the pipeline ends in a Normalize module, so results match the library.
+    only when the pipeline has a Normalize module, so results match the library.
     """
     root = Path(path)
     modules = _read_json(root / "modules.json")
