@@ -1,1 +1,1 @@
-"""llmkit."""
+"""Pydantic models of the wire protocols (the OpenAI API)."""

@@ -1,1 +1,1 @@
-"""llmkit."""
+"""Transport-independent OpenAI serving: requests -> engine calls, outputs -> responses and chunks."""

@@ -1,0 +1,73 @@
+"""ServingContext: the engine and the server-wide settings every endpoint needs."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llmkit.metrics import RequestTracker, ServerMetrics
+from llmkit.serving.errors import OpenAIError
+
+if TYPE_CHECKING:
+    from llmkit.engine.async_engine import AsyncEngine
+
+logger = logging.getLogger("llmkit.serving")
+
+
+@dataclass
+class ServingContext:
+    """What a transport hands to the serving functions; one per served app."""
+
+    engine: AsyncEngine
+    model_names: list[str]
+    chat_template: str | None = None
+    log_prompts: bool = False
+    max_log_len: int | None = None
+    metrics: ServerMetrics | None = None
+    # Set when the server is shutting down: new work is refused, in-flight work finishes.
+    draining: bool = False
+
+    @property
+    def model_name(self) -> str:
+        return self.model_names[0]
+
+    def resolve_model(self, requested: str | None) -> str:
+        """The model name to answer with; an unknown name is a 404 as in OpenAI's API."""
+        if not requested:
+            return self.model_name
+        if requested not in self.model_names:
+            raise OpenAIError(
+                404, f"The model `{requested}` does not exist.", "model", "model_not_found"
+            )
+        return requested
+
+    def check_accepting(self) -> None:
+        """New work is refused (503) while draining, or when the engine is not running."""
+        if self.draining:
+            raise OpenAIError(503, "the server is shutting down and accepts no new requests")
+        if not self.engine.is_healthy():
+            raise OpenAIError(503, "the engine is not running")
+
+    def track(self) -> RequestTracker:
+        return RequestTracker(self.metrics)
+
+    def note_unknown_fields(self, request_id: str, extra: dict[str, Any] | None) -> None:
+        """Unknown fields are ignored, as OpenAI clients send fields a server may not know."""
+        if extra:
+            logger.warning("request %s: ignoring unknown field(s): %s", request_id, ", ".join(sorted(extra)))
+
+    def log_request(self, request_id: str, prompt: object, num_prompt_tokens: int, params: object) -> None:
+        """Prompts stay out of the logs unless the operator asked for them."""
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        if self.log_prompts:
+            text = repr(prompt)
+            if self.max_log_len is not None and len(text) > self.max_log_len:
+                text = text[: self.max_log_len] + "..."
+            logger.info(
+                "request %s: %d prompt tokens, prompt=%s, params=%s",
+                request_id, num_prompt_tokens, text, params,
+            )
+        else:
+            logger.info("request %s: %d prompt tokens", request_id, num_prompt_tokens)

@@ -1,0 +1,101 @@
+"""OpenAIError: one exception carrying an HTTP-style status and OpenAI's error body."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import ValidationError
+
+from llmkit.errors import EngineDeadError, RequestFailedError
+from llmkit.protocol.openai import ErrorInfo, ErrorResponse
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    500: "server_error",
+    503: "service_unavailable",
+}
+_LEADING_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\b")
+
+
+class OpenAIError(Exception):
+    """An error to report to the client as ``{"error": {message, type, param, code}}``."""
+
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None
+    ):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+
+    def body(self) -> ErrorResponse:
+        kind = _TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "server_error")
+        return ErrorResponse(
+            error=ErrorInfo(message=self.message, type=kind, param=self.param, code=self.code)
+        )
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
+    return OpenAIError(400, message, param, code)
+
+
+def from_value_error(
+    exc: ValueError, known: set[str], renames: dict[str, str] | None = None, default: str | None = None
+) -> OpenAIError:
+    """A 400 for the engine's ValueError, naming the parameter its message starts with.
+
+    Engine messages start with the field name (``"top_p must be in (0, 1]"``,
+    ``"logprobs=30 is more than..."``); ``renames`` maps engine names to request names.
+    """
+    message = str(exc)
+    match = _LEADING_NAME.match(message)
+    param = default
+    if match and match.group(1) in known:
+        param = (renames or {}).get(match.group(1), match.group(1))
+    return bad_request(message, param)
+
+
+def from_validation_error(exc: ValidationError) -> OpenAIError:
+    """A 400 for a request body that does not match its model, naming the first bad field."""
+    errors = exc.errors()
+    first = errors[0]
+    path = _path(first["loc"])
+    where = ".".join(path) or "body"
+    if len(path) < len(first["loc"]):
+        # A field taking several shapes: say which, rather than why each one failed.
+        shapes = []
+        for error in errors:
+            loc = error["loc"]
+            if _path(loc) == path and loc[len(path)] not in shapes:
+                shapes.append(loc[len(path)])
+        message = f"{where} must be {' or '.join(map(str, shapes))}"
+    elif first["type"] == "missing":
+        message = f"{where} is required"
+    else:
+        message = f"{where}: {first['msg']}"
+    return bad_request(message, path[0] if path else None)
+
+
+def _path(loc: tuple) -> list[str]:
+    """The location up to the first union member tag (``str``, ``list[int]``, a model name)."""
+    path = []
+    for part in loc:
+        if isinstance(part, str) and (part in _TAGS or "[" in part or part[:1].isupper()):
+            break
+        path.append(str(part))
+    return path
+
+
+_TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
+def from_engine_error(exc: BaseException) -> OpenAIError:
+    """A 5xx for a failure inside the engine, which is never the client's fault."""
+    if isinstance(exc, EngineDeadError):
+        return OpenAIError(503, f"the engine is not running: {exc}")
+    if isinstance(exc, RequestFailedError):
+        return OpenAIError(500, f"the engine failed on this request: {exc}")
+    return OpenAIError(500, f"internal error: {type(exc).__name__}: {exc}")

@@ -1,0 +1,124 @@
+"""Engine logprobs -> OpenAI's two shapes: completions' parallel lists and chat's entries."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+from tokenizers import decoders
+
+from llmkit.outputs import Logprob, PositionLogprobs
+from llmkit.protocol.openai import ChatLogprob, ChatTopLogprob, CompletionLogprobs
+from llmkit.tokenizer import Tokenizer
+
+# JSON has no -inf; vLLM clamps to the same value.
+_FLOOR = -9999.0
+
+
+def _finite(value: float) -> float:
+    return value if value > _FLOOR else _FLOOR
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_level_chars() -> dict[str, int]:
+    """GPT-2's byte -> printable character table, inverted (byte-level BPE vocabularies)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[chr(b)] = b
+        else:
+            table[chr(256 + extra)] = b
+            extra += 1
+    return table
+
+
+_BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def token_repr(tokenizer: Tokenizer, token_id: int) -> tuple[str, bytes]:
+    """A token's text and bytes; a token holding part of a UTF-8 character reads ``bytes:\\xe6``.
+
+    That is OpenAI's convention, and it keeps such tokens from sharing one name (U+FFFD)
+    in a position's top logprobs.
+    """
+    text = tokenizer.token_text(token_id)
+    if "\ufffd" not in text:
+        return text, text.encode("utf-8")
+    piece = tokenizer.backend.id_to_token(token_id) or ""
+    if match := _BYTE_FALLBACK.match(piece):
+        raw = bytes([int(match.group(1), 16)])
+    elif isinstance(tokenizer.backend.decoder, decoders.ByteLevel) and all(
+        c in _byte_level_chars() for c in piece
+    ):
+        raw = bytes(_byte_level_chars()[c] for c in piece)
+    else:
+        return text, text.encode("utf-8")
+    try:
+        return raw.decode("utf-8"), raw
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in raw), raw
+
+
+def completion_logprobs(
+    tokenizer: Tokenizer,
+    token_ids: Sequence[int],
+    positions: Sequence[PositionLogprobs | None],
+    text_offset: int,
+    into: CompletionLogprobs | None = None,
+) -> tuple[CompletionLogprobs, int]:
+    """Completions' logprobs for these tokens, with text offsets counted from ``text_offset``.
+
+    ``top_logprobs`` holds the chosen token and the top ``k`` (so ``k`` or ``k + 1``
+    entries, as in vLLM); a position without logprobs (a prompt's first token) is None.
+    Returns the logprobs and the offset after the last token, for the next chunk.
+    """
+    out = into if into is not None else CompletionLogprobs()
+    for token_id, position in zip(token_ids, positions):
+        entry = position.get(token_id) if position is not None else None
+        text = token_repr(tokenizer, token_id)[0]
+        out.tokens.append(text)
+        out.text_offset.append(text_offset)
+        text_offset += len(text)
+        if position is None:
+            out.token_logprobs.append(None)
+            out.top_logprobs.append(None)
+            continue
+        out.token_logprobs.append(_finite(entry.logprob) if entry is not None else None)
+        out.top_logprobs.append(
+            {token_repr(tokenizer, tid)[0]: _finite(lp.logprob) for tid, lp in position.items()}
+        )
+    return out, text_offset
+
+
+def chat_logprobs(
+    tokenizer: Tokenizer,
+    token_ids: Sequence[int],
+    positions: Sequence[PositionLogprobs],
+    top_logprobs: int,
+) -> list[ChatLogprob]:
+    """Chat's ``logprobs.content``: each token with its bytes and the ``top_logprobs`` best."""
+    content = []
+    for token_id, position in zip(token_ids, positions):
+        entry = position.get(token_id)
+        text, raw = token_repr(tokenizer, token_id)
+        ranked = sorted(
+            ((tid, lp) for tid, lp in position.items() if lp.rank is not None and lp.rank <= top_logprobs),
+            key=lambda item: item[1].rank,
+        )
+        content.append(
+            ChatLogprob(
+                token=text,
+                logprob=_finite(entry.logprob) if entry is not None else _FLOOR,
+                bytes=list(raw),
+                top_logprobs=[_top(tokenizer, tid, lp) for tid, lp in ranked[:top_logprobs]],
+            )
+        )
+    return content
+
+
+def _top(tokenizer: Tokenizer, token_id: int, entry: Logprob) -> ChatTopLogprob:
+    text, raw = token_repr(tokenizer, token_id)
+    return ChatTopLogprob(token=text, logprob=_finite(entry.logprob), bytes=list(raw))

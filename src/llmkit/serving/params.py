@@ -1,0 +1,122 @@
+"""OpenAI request fields -> SamplingParams, with errors that name the request's parameter."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from llmkit.engine.processor import InputProcessor
+from llmkit.protocol.openai import SamplingFields
+from llmkit.sampling_params import RequestOutputKind, SamplingParams
+from llmkit.serving.errors import bad_request, from_value_error
+
+_PARAM_NAMES = {f.name for f in dataclasses.fields(SamplingParams)}
+
+
+def build_sampling_params(
+    req: SamplingFields,
+    *,
+    max_tokens: int | None,
+    logprobs: int | None,
+    prompt_logprobs: int | None,
+    renames: dict[str, str],
+) -> SamplingParams:
+    """The engine's parameters for a completion or chat request.
+
+    Outputs come as deltas in both modes: a stream forwards them, a plain request joins
+    them, and either way the metrics see every token as it arrives.
+    """
+    try:
+        return SamplingParams(
+            n=req.n,
+            presence_penalty=req.presence_penalty,
+            frequency_penalty=req.frequency_penalty,
+            repetition_penalty=_default(req.repetition_penalty, 1.0),
+            temperature=_default(req.temperature, 1.0),
+            top_p=_default(req.top_p, 1.0),
+            top_k=_default(req.top_k, 0),
+            min_p=_default(req.min_p, 0.0),
+            seed=req.seed,
+            stop=req.stop,
+            stop_token_ids=req.stop_token_ids,
+            ignore_eos=req.ignore_eos,
+            max_tokens=max_tokens,
+            min_tokens=req.min_tokens,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
+            skip_special_tokens=req.skip_special_tokens,
+            spaces_between_special_tokens=req.spaces_between_special_tokens,
+            include_stop_str_in_output=req.include_stop_str_in_output,
+            logit_bias=_logit_bias(req.logit_bias),
+            output_kind=RequestOutputKind.DELTA,
+        )
+    except ValueError as exc:
+        raise from_value_error(exc, _PARAM_NAMES, renames) from None
+
+
+def check_logprobs(value: int | None, limit: int, param: str) -> None:
+    """A request may not ask for more logprobs than the server allows (vLLM's --max-logprobs)."""
+    if value is not None and value > limit:
+        raise bad_request(
+            f"{param}={value} is more than this server allows (max_logprobs={limit})", param
+        )
+
+
+def check_with_engine(
+    processor: InputProcessor, params: SamplingParams, prompt_len: int, renames: dict[str, str]
+) -> None:
+    """The engine's own checks (token ids in the vocabulary...), now rather than at submit."""
+    try:
+        processor.check_sampling(params, prompt_len)
+    except ValueError as exc:
+        raise from_value_error(exc, _PARAM_NAMES, renames) from None
+
+
+def check_stream_options(req: SamplingFields) -> None:
+    if req.stream_options is not None and not req.stream:
+        raise bad_request("stream_options can only be set when stream is true", "stream_options")
+
+
+def check_context_length(
+    prompt_len: int, max_tokens: int | None, max_model_len: int, what: str
+) -> None:
+    """Prompt plus requested completion must fit the context, as vLLM and OpenAI check."""
+    if max_tokens is None:
+        if prompt_len >= max_model_len:
+            raise bad_request(
+                f"This model's maximum context length is {max_model_len} tokens. However, "
+                f"your {what} resulted in {prompt_len} tokens. Please reduce the length of "
+                f"the {what}.",
+                what,
+                "context_length_exceeded",
+            )
+        return
+    if prompt_len + max_tokens > max_model_len:
+        raise bad_request(
+            f"This model's maximum context length is {max_model_len} tokens. However, you "
+            f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the {what}, "
+            f"{max_tokens} in the completion). Please reduce the length of the {what} or "
+            "completion.",
+            what,
+            "context_length_exceeded",
+        )
+
+
+def _default(value, default):
+    return default if value is None else value
+
+
+def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    if not bias:
+        return None
+    out: dict[int, float] = {}
+    for key, value in bias.items():
+        try:
+            token_id = int(key)
+        except ValueError:
+            raise bad_request(f"logit_bias keys must be token ids, got {key!r}", "logit_bias") from None
+        if not -100.0 <= value <= 100.0:
+            raise bad_request(
+                f"logit_bias values must be in [-100, 100], got {value} for token {key}", "logit_bias"
+            )
+        out[token_id] = value
+    return out

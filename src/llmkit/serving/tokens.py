@@ -1,0 +1,60 @@
+"""The small endpoints: models list, tokenize and detokenize (vLLM's shapes)."""
+
+from __future__ import annotations
+
+from llmkit.protocol.openai import (
+    DetokenizeRequest,
+    DetokenizeResponse,
+    ModelCard,
+    ModelList,
+    TokenizeRequest,
+    TokenizeResponse,
+)
+from llmkit.serving.chat import render_messages, to_conversation
+from llmkit.serving.context import ServingContext
+from llmkit.serving.errors import bad_request
+
+
+def list_models(ctx: ServingContext) -> ModelList:
+    root = ctx.engine.config.model
+    return ModelList(
+        data=[
+            ModelCard(id=name, root=root, max_model_len=ctx.engine.max_model_len)
+            for name in ctx.model_names
+        ]
+    )
+
+
+def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
+    """Token ids of a prompt, or of chat messages rendered through the template."""
+    ctx.resolve_model(req.model)
+    tokenizer = ctx.engine.tokenizer
+    if (req.prompt is None) == (req.messages is None):
+        raise bad_request("give exactly one of prompt and messages", "prompt")
+    if req.messages is not None:
+        prompt = render_messages(
+            ctx, to_conversation(req.messages), req.chat_template, req.chat_template_kwargs,
+            req.add_generation_prompt, req.continue_final_message,
+        )
+        ids = prompt.token_ids
+        if req.add_special_tokens:
+            ids = tokenizer.encode(prompt.text or "")
+    else:
+        add_special = True if req.add_special_tokens is None else req.add_special_tokens
+        ids = tokenizer.encode(req.prompt, add_special_tokens=add_special)
+    return TokenizeResponse(
+        count=len(ids),
+        max_model_len=ctx.engine.max_model_len,
+        tokens=ids,
+        token_strs=[tokenizer.token_text(t) for t in ids] if req.return_token_strs else None,
+    )
+
+
+def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeResponse:
+    ctx.resolve_model(req.model)
+    vocab = ctx.engine.processor.vocab_size
+    bad = [t for t in req.tokens if not 0 <= t < vocab]
+    if bad:
+        raise bad_request(f"token id {bad[0]} is out of vocabulary (0..{vocab - 1})", "tokens")
+    # Special tokens stay, so that detokenize inverts tokenize.
+    return DetokenizeResponse(prompt=ctx.engine.tokenizer.decode(req.tokens, skip_special_tokens=False))

@@ -1,0 +1,214 @@
+"""create_app(engine) -> an OpenAI-compatible Starlette app (JSON and Server-Sent Events).
+
+The app can run on its own (``llmkit serve``) or be mounted inside another Starlette or
+FastAPI app::
+
+    outer.mount("/llm", create_app(engine))
+
+It does not start or stop the engine unless ``owns_engine=True``: a mounted app's
+lifespan never runs, so the outer app manages the engine (``async with engine``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+import llmkit
+from llmkit.engine.async_engine import AsyncEngine
+from llmkit.metrics import ServerMetrics
+from llmkit.protocol.openai import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+    VersionResponse,
+)
+from llmkit.serving import chat, completions, tokens
+from llmkit.serving.context import ServingContext
+from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
+from llmkit.transports.http_middleware import ApiKeyMiddleware, RequestContextMiddleware, request_id
+from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
+
+M = TypeVar("M", bound=BaseModel)
+
+# Status for a request whose client left before the answer (nginx's convention); the
+# server drops it, as there is nobody to send it to.
+_CLIENT_CLOSED = 499
+
+
+def create_app(
+    engine: AsyncEngine,
+    *,
+    served_model_name: str | Sequence[str] | None = None,
+    api_key: str | Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    allowed_methods: Sequence[str] = ("*",),
+    allowed_headers: Sequence[str] = ("*",),
+    allow_credentials: bool = False,
+    chat_template: str | None = None,
+    log_prompts: bool = False,
+    max_log_len: int | None = None,
+    metrics_require_api_key: bool = False,
+    owns_engine: bool = False,
+) -> Starlette:
+    """The OpenAI routes for ``engine``.
+
+    ``served_model_name``: the name(s) clients use (default: the engine's model);
+    ``api_key``: one key or several, required on every route but /health (and /metrics
+    unless ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
+    ``log_prompts`` puts prompts (cut to ``max_log_len`` characters) in the request log;
+    ``owns_engine`` starts the engine with the app's lifespan and shuts it down after.
+    The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
+    """
+    if isinstance(served_model_name, str):
+        names = [served_model_name]
+    else:
+        names = list(served_model_name or []) or [engine.config.model]
+    ctx = ServingContext(
+        engine=engine,
+        model_names=names,
+        chat_template=chat_template,
+        log_prompts=log_prompts,
+        max_log_len=max_log_len,
+        metrics=ServerMetrics(engine),
+    )
+    api = _Routes(ctx)
+    routes = [
+        Route("/v1/completions", api.completions, methods=["POST"]),
+        Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
+        Route("/v1/models", api.models, methods=["GET"]),
+        Route("/tokenize", api.tokenize, methods=["POST"]),
+        Route("/detokenize", api.detokenize, methods=["POST"]),
+        Route("/health", api.health, methods=["GET"]),
+        Route("/version", api.version, methods=["GET"]),
+        Route("/metrics", api.metrics, methods=["GET"]),
+    ]
+    middleware = []
+    if allowed_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(allowed_origins),
+                allow_methods=list(allowed_methods),
+                allow_headers=list(allowed_headers),
+                allow_credentials=allow_credentials,
+                expose_headers=["x-request-id"],
+            )
+        )
+    middleware.append(Middleware(RequestContextMiddleware))
+    keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
+    if keys:
+        open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics"}
+        middleware.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            OpenAIError: _openai_error,
+            HTTPException: _http_error,
+            Exception: _internal_error,
+        },
+        lifespan=_engine_lifespan(engine) if owns_engine else None,
+    )
+    app.state.serving = ctx
+    return app
+
+
+def _engine_lifespan(engine: AsyncEngine):
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with engine:
+            yield
+
+    return lifespan
+
+
+class _Routes:
+    """The endpoints: parse, hand to serving/, answer. One serving call per endpoint."""
+
+    def __init__(self, ctx: ServingContext):
+        self.ctx = ctx
+
+    async def completions(self, request: Request) -> Response:
+        req = await _parse(request, CompletionRequest)
+        job = completions.prepare_completion(self.ctx, req, f"cmpl-{request_id(request.scope)}")
+        if job.stream:
+            return EventStreamResponse(lambda emit: completions.stream_completion(self.ctx, job, emit))
+        result = await run_until_disconnect(
+            request.receive, lambda: completions.create_completion(self.ctx, job)
+        )
+        return _json(result)
+
+    async def chat_completions(self, request: Request) -> Response:
+        req = await _parse(request, ChatCompletionRequest)
+        job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}")
+        if job.stream:
+            return EventStreamResponse(lambda emit: chat.stream_chat(self.ctx, job, emit))
+        result = await run_until_disconnect(request.receive, lambda: chat.create_chat(self.ctx, job))
+        return _json(result)
+
+    async def models(self, request: Request) -> Response:
+        return _json(tokens.list_models(self.ctx))
+
+    async def tokenize(self, request: Request) -> Response:
+        return _json(tokens.tokenize(self.ctx, await _parse(request, TokenizeRequest)))
+
+    async def detokenize(self, request: Request) -> Response:
+        return _json(tokens.detokenize(self.ctx, await _parse(request, DetokenizeRequest)))
+
+    async def health(self, request: Request) -> Response:
+        healthy = self.ctx.engine.is_healthy() and not self.ctx.draining
+        return Response(status_code=200 if healthy else 503)
+
+    async def version(self, request: Request) -> Response:
+        return _json(VersionResponse(version=llmkit.__version__))
+
+    async def metrics(self, request: Request) -> Response:
+        body, content_type = self.ctx.metrics.render()
+        return Response(body, headers={"content-type": content_type})
+
+
+async def _parse(request: Request, model: type[M]) -> M:
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise bad_request(
+            f"the request body must be JSON with Content-Type: application/json, got "
+            f"{content_type or 'no Content-Type'}"
+        )
+    body = await request.body()
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+
+
+def _json(result: BaseModel | None, status: int = 200) -> Response:
+    if result is None:
+        return Response(status_code=_CLIENT_CLOSED)
+    return Response(result.model_dump_json(), status_code=status, media_type="application/json")
+
+
+async def _openai_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, OpenAIError)
+    return _json(exc.body(), exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # Starlette re-raises after this answer, so the server logs the traceback.
+    return _json(OpenAIError(500, f"internal error: {type(exc).__name__}").body(), 500)

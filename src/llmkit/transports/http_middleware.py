@@ -1,0 +1,117 @@
+"""Pure ASGI middleware for the HTTP app: request ids with an access log, and API keys.
+
+Pure ASGI (not BaseHTTPMiddleware) so that streamed responses and the ``receive``
+channel, where client disconnects show up, pass through untouched.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from llmkit.serving.errors import OpenAIError
+
+access_logger = logging.getLogger("llmkit.http.access")
+
+_MAX_REQUEST_ID_LEN = 128
+
+
+def route_path(scope: Scope) -> str:
+    """The path inside this app, whether it runs at the root or mounted under a prefix."""
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def request_id(scope: Scope) -> str:
+    """The id RequestContextMiddleware gave this request."""
+    return scope["state"]["request_id"]
+
+
+class RequestContextMiddleware:
+    """Echoes X-Request-Id (or makes one up) and logs each request, without its body."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = _header(scope, b"x-request-id")
+        if not rid or len(rid) > _MAX_REQUEST_ID_LEN or not rid.isprintable():
+            rid = uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        start = time.perf_counter()
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), (b"x-request-id", rid.encode("latin-1"))]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            access_logger.info(
+                "%s %s %d %.1fms request_id=%s",
+                scope["method"], scope["path"], status, (time.perf_counter() - start) * 1e3, rid,
+            )
+
+
+class ApiKeyMiddleware:
+    """Requires ``Authorization: Bearer <key>`` on every path but the open ones."""
+
+    def __init__(self, app: ASGIApp, keys: list[str], open_paths: frozenset[str]):
+        self.app = app
+        self._keys = [k.encode() for k in keys]
+        self._open = open_paths
+
+    def _valid(self, header: str | None) -> bool:
+        if header is None or not header[:7].lower() == "bearer ":
+            return False
+        token = header[7:].strip().encode()
+        # Compare with every key, so timing tells nothing about which one nearly matched.
+        matched = False
+        for key in self._keys:
+            matched |= hmac.compare_digest(token, key)
+        return matched
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] == "OPTIONS"  # CORS preflights carry no credentials
+            or route_path(scope) in self._open
+            or self._valid(_header(scope, b"authorization"))
+        ):
+            await self.app(scope, receive, send)
+            return
+        error = OpenAIError(401, "Incorrect or missing API key.", None, "invalid_api_key")
+        body = error.body().model_dump_json().encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

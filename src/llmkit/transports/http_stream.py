@@ -1,0 +1,94 @@
+"""Server-Sent Events as OpenAI frames them, and work that stops when the client leaves.
+
+Both watch the ASGI ``receive`` channel for ``http.disconnect`` while the work runs, as
+Starlette's StreamingResponse does, and cancel the work when it comes: cancelling the
+serving call closes its engine streams, which aborts the engine requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+from anyio import CancelScope
+from pydantic import BaseModel
+from starlette.types import Message, Receive, Scope, Send
+
+from llmkit.serving.errors import OpenAIError, from_engine_error
+from llmkit.serving.stream import Emit
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    # Proxies such as nginx would otherwise buffer the stream.
+    (b"x-accel-buffering", b"no"),
+]
+_DONE = b"data: [DONE]\n\n"
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: CancelScope) -> None:
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+async def run_until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]]) -> T | None:
+    """``await work()``, or None if the client disconnected first (the work is cancelled)."""
+    results: list[T] = []
+    errors: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+        try:
+            results.append(await work())
+        except Exception as exc:  # re-raised below, outside the task group's wrapping
+            errors.append(exc)
+        tg.cancel_scope.cancel()
+    if errors:
+        raise errors[0]
+    return results[0] if results else None
+
+
+class EventStreamResponse:
+    """An ASGI response that streams what ``produce(emit)`` emits, then ``data: [DONE]``.
+
+    An error once streaming has begun is sent as one ``data: {"error": ...}`` event
+    before ``[DONE]``, as OpenAI and vLLM do.
+    """
+
+    def __init__(self, produce: Callable[[Emit], Awaitable[None]], headers: dict[str, str] | None = None):
+        self._produce = produce
+        self._headers = _SSE_HEADERS + [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self._headers})
+
+        async def emit(chunk: BaseModel) -> None:
+            body = b"data: " + chunk.model_dump_json().encode() + b"\n\n"
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+            try:
+                await self._produce(emit)
+            except OSError:
+                # The client went away (ASGI 2.4 servers raise on send); nobody to tell.
+                tg.cancel_scope.cancel()
+                return
+            except OpenAIError as exc:
+                await emit(exc.body())
+            except Exception as exc:  # the client must still learn that the stream failed
+                logger.exception("a streamed request failed")
+                await emit(from_engine_error(exc).body())
+            await send({"type": "http.response.body", "body": _DONE, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()

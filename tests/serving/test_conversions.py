@@ -1,0 +1,160 @@
+"""serving/ conversions without a server or an engine: params, errors, logprobs, chunk shapes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from llmkit.outputs import Logprob
+from llmkit.protocol.openai import (
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    ChatStreamChoice,
+    CompletionChunk,
+    CompletionRequest,
+    DeltaMessage,
+    UsageInfo,
+)
+from llmkit.sampling_params import RequestOutputKind
+from llmkit.serving.errors import OpenAIError, from_validation_error
+from llmkit.serving.logprobs import chat_logprobs, completion_logprobs, token_repr
+from llmkit.serving.params import build_sampling_params, check_context_length
+from llmkit.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model) -> Tokenizer:
+    return Tokenizer(tiny_model)
+
+
+def chat(**fields) -> ChatCompletionRequest:
+    return ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **fields)
+
+
+def test_sampling_params_from_a_completion_request():
+    req = CompletionRequest(
+        prompt="a", temperature=0.5, top_k=3, stop="x", logit_bias={"7": -100}, seed=1, ignore_eos=True
+    )
+    params = build_sampling_params(req, max_tokens=9, logprobs=2, prompt_logprobs=None, renames={})
+    assert (params.temperature, params.top_k, params.stop, params.max_tokens) == (0.5, 3, ["x"], 9)
+    assert params.logit_bias == {7: -100.0} and params.ignore_eos and params.logprobs == 2
+    assert params.output_kind is RequestOutputKind.DELTA  # streams and joins alike
+
+
+def test_defaults_follow_openai():
+    params = build_sampling_params(CompletionRequest(prompt="a"), max_tokens=16, logprobs=None, prompt_logprobs=None, renames={})
+    assert (params.temperature, params.top_p, params.n, params.max_tokens) == (1.0, 1.0, 1, 16)
+
+
+@pytest.mark.parametrize(
+    "fields, max_tokens, renames, param",
+    [
+        ({"top_p": 0}, None, {}, "top_p"),
+        ({"presence_penalty": 3}, None, {}, "presence_penalty"),
+        ({}, 0, {"max_tokens": "max_completion_tokens"}, "max_completion_tokens"),
+        ({"min_tokens": 9}, 4, {}, "min_tokens"),
+        ({"logit_bias": {"x": 1}}, None, {}, "logit_bias"),
+        ({"logit_bias": {"1": 101}}, None, {}, "logit_bias"),
+    ],
+)
+def test_invalid_values_name_the_request_parameter(fields, max_tokens, renames, param):
+    with pytest.raises(OpenAIError) as err:
+        build_sampling_params(chat(**fields), max_tokens=max_tokens, logprobs=None, prompt_logprobs=None, renames=renames)
+    assert err.value.status == 400 and err.value.param == param
+
+
+def test_chat_logprobs_errors_name_top_logprobs():
+    with pytest.raises(OpenAIError) as err:
+        build_sampling_params(chat(), max_tokens=None, logprobs=-1, prompt_logprobs=None, renames={"logprobs": "top_logprobs"})
+    assert err.value.param == "top_logprobs"
+
+
+def test_context_length_error_states_both_numbers():
+    check_context_length(100, 28, 128, "prompt")  # exactly fits
+    with pytest.raises(OpenAIError) as err:
+        check_context_length(100, 29, 128, "messages")
+    assert "maximum context length is 128 tokens" in err.value.message
+    assert "129 tokens (100 in the messages, 29 in the completion)" in err.value.message
+    assert (err.value.param, err.value.code) == ("messages", "context_length_exceeded")
+
+
+def test_error_body_shape():
+    body = OpenAIError(404, "no such model", "model", "model_not_found").body().model_dump()
+    assert body == {
+        "error": {"message": "no such model", "type": "invalid_request_error", "param": "model", "code": "model_not_found"}
+    }
+    assert OpenAIError(500, "boom").body().error.type == "server_error"
+
+
+def test_validation_errors_name_the_field():
+    with pytest.raises(ValidationError) as exc:
+        CompletionRequest.model_validate({"prompt": {"not": "a prompt"}})
+    error = from_validation_error(exc.value)
+    assert error.param == "prompt" and "str or list[str] or list[int] or list[list[int]]" in error.message
+    with pytest.raises(ValidationError) as exc:
+        ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "a"}], "n": "x"})
+    assert from_validation_error(exc.value).param == "n"
+
+
+def test_unknown_fields_are_kept_aside():
+    req = CompletionRequest.model_validate({"prompt": "a", "response_format": {"type": "json"}})
+    assert req.model_extra == {"response_format": {"type": "json"}}
+
+
+def test_stream_chunks_carry_usage_only_when_asked():
+    choice = ChatStreamChoice(index=0, delta=DeltaMessage(content="hi"))
+    plain = json.loads(ChatCompletionChunk(id="c", model="m", choices=[choice]).model_dump_json())
+    assert "usage" not in plain and plain["choices"][0]["delta"] == {"content": "hi"}
+    with_null = json.loads(CompletionChunk(id="c", model="m", choices=[], usage=None).model_dump_json())
+    assert with_null["usage"] is None
+    final = json.loads(
+        CompletionChunk(id="c", model="m", choices=[], usage=UsageInfo(prompt_tokens=1)).model_dump_json()
+    )
+    assert final["usage"]["prompt_tokens"] == 1 and final["object"] == "text_completion"
+    role = DeltaMessage(role="assistant", content="")
+    assert role.model_dump() == {"role": "assistant", "content": ""}
+    assert DeltaMessage().model_dump() == {}
+
+
+def position(entries: dict[int, tuple[float, int]], tokenizer) -> dict[int, Logprob]:
+    return {tid: Logprob(lp, rank, tokenizer.token_text(tid)) for tid, (lp, rank) in entries.items()}
+
+
+def test_completion_logprobs_lists(tokenizer):
+    a, b, c = tokenizer.encode("hello world", add_special_tokens=False)[:3]
+    positions = [
+        None,  # a prompt's first token has no logprob
+        position({b: (-0.5, 1), c: (-1.5, 2)}, tokenizer),
+        position({c: (-float("inf"), 9), a: (-0.1, 1)}, tokenizer),
+    ]
+    lp, end = completion_logprobs(tokenizer, [a, b, c], positions, 3)
+    texts = [token_repr(tokenizer, t)[0] for t in (a, b, c)]
+    assert lp.tokens == texts
+    assert lp.text_offset == [3, 3 + len(texts[0]), 3 + len(texts[0]) + len(texts[1])]
+    assert end == lp.text_offset[-1] + len(texts[2])
+    assert lp.token_logprobs == [None, -0.5, -9999.0]  # JSON has no -inf
+    assert lp.top_logprobs[0] is None
+    assert lp.top_logprobs[1] == {texts[1]: -0.5, texts[2]: -1.5}
+    assert all(math.isfinite(v) for v in lp.top_logprobs[2].values())
+
+
+def test_chat_logprobs_entries(tokenizer):
+    a, b, c = tokenizer.encode("hello world", add_special_tokens=False)[:3]
+    pos = position({c: (-2.0, 3), a: (-0.2, 1), b: (-1.0, 2)}, tokenizer)
+    (entry,) = chat_logprobs(tokenizer, [c], [pos], top_logprobs=2)
+    assert entry.token == token_repr(tokenizer, c)[0] and entry.logprob == -2.0
+    assert bytes(entry.bytes).decode() == entry.token
+    assert [t.logprob for t in entry.top_logprobs] == [-0.2, -1.0]
+    (none,) = chat_logprobs(tokenizer, [c], [pos], top_logprobs=0)
+    assert none.top_logprobs == []
+
+
+def test_partial_utf8_tokens_read_as_bytes(tokenizer):
+    partial = [t for t in range(tokenizer.vocab_size) if "\ufffd" in tokenizer.token_text(t)]
+    names = {token_repr(tokenizer, t)[0] for t in partial}
+    assert len(names) == len(partial)  # each has a name of its own
+    text, raw = token_repr(tokenizer, partial[0])
+    assert text == "bytes:" + "".join(f"\\x{b:02x}" for b in raw)

@@ -1,0 +1,159 @@
+"""A real `llmkit serve` on a free port for the session, and the official openai clients."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+API_KEY = "test-key"
+MODEL = "tiny"
+MAX_MODEL_LEN = 256
+MAX_LOGPROBS = 10
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llmkit_command() -> list[str]:
+    script = Path(sys.executable).with_name("llmkit")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "llmkit.cli"]
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer in {timeout} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def http(self, api_key: str | None = API_KEY) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def spawn(command: Callable[[int], list[str]], log: Path, health_path: str = "/health") -> tuple[subprocess.Popen, str]:
+    """Start ``command(port)`` on a free port; returns the process and its URL once healthy."""
+    port = free_port()
+    with log.open("w") as out:
+        proc = subprocess.Popen(command(port), stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, url + health_path)
+    except BaseException:
+        stop(proc)
+        print(log.read_text())
+        raise
+    return proc, url
+
+
+def serve(model: str, log: Path, *flags: str) -> tuple[subprocess.Popen, str]:
+    """`llmkit serve MODEL` on a free port."""
+    return spawn(lambda port: [*llmkit_command(), "serve", model, "--port", str(port), *flags], log)
+
+
+@pytest.fixture(scope="session")
+def server(tiny_model, tmp_path_factory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("server") / "serve.log"
+    proc, url = serve(
+        tiny_model, log,
+        "--served-model-name", MODEL, "also-tiny",
+        "--api-key", API_KEY,
+        "--max-model-len", str(MAX_MODEL_LEN),
+        "--max-logprobs", str(MAX_LOGPROBS),
+        "--allowed-origins", "http://example.com",
+        "--log-level", "warning",
+    )
+    yield Server(url, proc, log)
+    stop(proc)
+
+
+@pytest.fixture(scope="session")
+def llmkit_cmd() -> list[str]:
+    """The installed `llmkit` console script."""
+    return llmkit_command()
+
+
+@pytest.fixture
+def start_process(tmp_path) -> Iterator:
+    """``start_process(command, health_path)``: a server process of the test's own, stopped after it.
+
+    ``command`` maps a free port to the command line; returns the process and its URL.
+    """
+    procs: list[subprocess.Popen] = []
+
+    def start(command: Callable[[int], list[str]], health_path: str = "/health") -> tuple[subprocess.Popen, str]:
+        proc, url = spawn(command, tmp_path / f"process{len(procs)}.log", health_path)
+        procs.append(proc)
+        return proc, url
+
+    yield start
+    for proc in procs:
+        stop(proc)
+
+
+@pytest.fixture
+def start_server(start_process, llmkit_cmd) -> Callable[..., tuple[subprocess.Popen, str]]:
+    """``start_server(model, *flags)``: a `llmkit serve` of the test's own."""
+
+    def start(model: str, *flags: str) -> tuple[subprocess.Popen, str]:
+        return start_process(lambda port: [*llmkit_cmd, "serve", model, "--port", str(port), *flags])
+
+    return start
+
+
+@pytest.fixture
+def client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0)
+
+
+@pytest.fixture
+async def async_client(server, anyio_backend) -> AsyncIterator[openai.AsyncOpenAI]:
+    # Closed in the test's own event loop; left to the garbage collector, its connections
+    # would be closed on a loop that is gone.
+    async with openai.AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # The openai client's async transport runs on asyncio.
+    return "asyncio"

@@ -1,0 +1,94 @@
+"""Clients that leave abort their engine requests: nothing keeps running, nothing leaks."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import openai
+import pytest
+
+MODEL = "tiny"
+LONG = dict(max_tokens=240, extra_body={"ignore_eos": True})  # far longer than 0.5 s
+
+
+def metrics(server) -> dict[str, float]:
+    with server.http(api_key=None) as http:
+        text = http.get("/metrics").text
+    return {
+        name: float(value)
+        for name, value in (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    }
+
+
+def engine_load(server) -> dict[str, float]:
+    wanted = ("llmkit:num_requests_running", "llmkit:num_requests_waiting", "llmkit:kv_cache_usage_perc")
+    return {name: value for name, value in metrics(server).items() if name in wanted}
+
+
+def aborted(server) -> float:
+    return metrics(server)['llmkit:request_success_total{finished_reason="abort"}']
+
+
+def wait_idle(server, timeout: float = 10.0) -> dict[str, float]:
+    deadline = time.monotonic() + timeout
+    while True:
+        load = engine_load(server)
+        if not any(load.values()) or time.monotonic() > deadline:
+            return load
+        time.sleep(0.1)
+
+
+@pytest.mark.anyio
+async def test_200_streaming_clients_that_time_out_all_abort(server, async_client):
+    aborted_before = aborted(server)
+    timed_out = 0
+
+    async def impatient_client(i: int) -> None:
+        nonlocal timed_out
+        with anyio.move_on_after(0.5) as scope:
+            stream = await async_client.completions.create(
+                model=MODEL, prompt=f"request {i}", stream=True, **LONG
+            )
+            async with stream:  # leaving it closes the connection
+                async for _ in stream:
+                    pass
+        timed_out += scope.cancelled_caught
+
+    async with anyio.create_task_group() as tg:
+        for i in range(200):
+            tg.start_soon(impatient_client, i)
+    assert timed_out == 200
+
+    assert wait_idle(server) == {
+        "llmkit:num_requests_running": 0.0,
+        "llmkit:num_requests_waiting": 0.0,
+        "llmkit:kv_cache_usage_perc": 0.0,
+    }
+    assert aborted(server) - aborted_before == 200
+    result = await async_client.completions.create(model=MODEL, prompt="after", max_tokens=3)
+    assert result.choices[0].finish_reason == "length"
+
+
+@pytest.mark.anyio
+async def test_non_streaming_clients_that_time_out_abort(server):
+    aborted_before = aborted(server)
+    failures = 0
+
+    async def one(client: openai.AsyncOpenAI, i: int) -> None:
+        nonlocal failures
+        try:
+            await client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": f"hi {i}"}], n=4, **LONG
+            )
+        except openai.APITimeoutError:
+            failures += 1
+
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url, api_key="test-key", max_retries=0, timeout=0.5
+    ) as impatient, anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(one, impatient, i)
+    assert failures == 50
+    assert not any(wait_idle(server).values())
+    assert aborted(server) - aborted_before == 50

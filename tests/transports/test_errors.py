@@ -1,0 +1,107 @@
+"""Every bad request gets its status and OpenAI's error shape, and the server keeps serving."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+MODEL = "tiny"
+MAX_MODEL_LEN = 256  # as the session server was started
+LONG_PROMPT = list(range(10, 250))  # 240 token ids
+
+CASES = {
+    "top_p out of range": ("/v1/completions", {"prompt": "a", "top_p": 5}, 400, "top_p"),
+    "negative temperature": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "temperature": -1}, 400, "temperature"),
+    "n zero": ("/v1/completions", {"prompt": "a", "n": 0}, 400, "n"),
+    "max_tokens zero": ("/v1/completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens"),
+    "max_completion_tokens zero": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 0}, 400, "max_completion_tokens"),
+    "wrong type": ("/v1/completions", {"prompt": "a", "n": "three"}, 400, "n"),
+    "bad prompt shape": ("/v1/completions", {"prompt": [["a"]]}, 400, "prompt"),
+    "empty prompt list": ("/v1/completions", {"prompt": []}, 400, "prompt"),
+    "empty token list": ("/v1/completions", {"prompt": [[]]}, 400, "prompt"),
+    "missing messages": ("/v1/chat/completions", {}, 400, "messages"),
+    "bad role": ("/v1/chat/completions", {"messages": [{"role": "robot", "content": "a"}]}, 400, "messages"),
+    "image part": ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400, "messages"),
+    "prompt + max_tokens too long": ("/v1/completions", {"prompt": LONG_PROMPT, "max_tokens": 20}, 400, "prompt"),
+    "prompt alone too long": ("/v1/completions", {"prompt": list(range(10, 10 + MAX_MODEL_LEN))}, 400, "prompt"),
+    "stream_options without stream": ("/v1/completions", {"prompt": "a", "stream_options": {"include_usage": True}}, 400, "stream_options"),
+    "logprobs over the max": ("/v1/completions", {"prompt": "a", "logprobs": 11}, 400, "logprobs"),
+    "top_logprobs over the max": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "logprobs": True, "top_logprobs": 11}, 400, "top_logprobs"),
+    "top_logprobs without logprobs": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2}, 400, "top_logprobs"),
+    "token id out of vocabulary": ("/v1/completions", {"prompt": [1, 10**6]}, 400, "prompt"),
+    "stop token out of vocabulary": ("/v1/completions", {"prompt": "a", "stop_token_ids": [10**6]}, 400, "stop_token_ids"),
+    "logit_bias key not a token id": ("/v1/completions", {"prompt": "a", "logit_bias": {"x": 1}}, 400, "logit_bias"),
+    "detokenize out of vocabulary": ("/detokenize", {"tokens": [10**6]}, 400, "tokens"),
+    "unknown model": ("/v1/completions", {"model": "gpt-4", "prompt": "a"}, 404, "model"),
+}
+
+
+@pytest.mark.parametrize("path, body, status, param", CASES.values(), ids=CASES.keys())
+def test_bad_request_gets_status_and_shape_then_server_still_serves(server, path, body, status, param):
+    with server.http() as http:
+        response = http.post(path, json={"model": MODEL, **body})
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["param"] == param and error["message"]
+        ok = http.post("/v1/completions", json={"model": MODEL, "prompt": "still here", "max_tokens": 2})
+        assert ok.status_code == 200
+
+
+def test_too_long_states_both_numbers(server):
+    with server.http() as http:
+        error = http.post(
+            "/v1/completions", json={"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 20}
+        ).json()["error"]
+    assert f"maximum context length is {MAX_MODEL_LEN} tokens" in error["message"]
+    assert "requested 260 tokens (240 in the prompt, 20 in the completion)" in error["message"]
+    assert error["code"] == "context_length_exceeded"
+
+
+@pytest.mark.parametrize(
+    "content, headers",
+    [
+        (b'{"model": "tiny", "prompt": "a"', {"content-type": "application/json"}),
+        (b"[1, 2]", {"content-type": "application/json"}),
+        (json.dumps({"model": "tiny", "prompt": "a"}).encode(), {"content-type": "text/plain"}),
+        (b"model=tiny&prompt=a", {"content-type": "application/x-www-form-urlencoded"}),
+    ],
+    ids=["malformed JSON", "not an object", "text/plain", "form"],
+)
+def test_unparseable_bodies_are_400(server, content, headers):
+    with server.http() as http:
+        response = http.post("/v1/completions", content=content, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_openai_client_raises_typed_errors(client):
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.completions.create(model=MODEL, prompt="a", temperature=-3)
+    assert bad.value.body["param"] == "temperature"
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "a"}])
+    assert client.completions.create(model=MODEL, prompt="a", max_tokens=1).choices
+
+
+def test_api_key_required_except_on_health_and_metrics(server):
+    with server.http(api_key=None) as anonymous, server.http(api_key="wrong") as wrong:
+        for http in (anonymous, wrong):
+            for method, path in [("GET", "/v1/models"), ("POST", "/v1/completions"), ("POST", "/tokenize"), ("GET", "/version")]:
+                response = http.request(method, path, json={"prompt": "a"})
+                assert response.status_code == 401, path
+                assert response.json()["error"]["code"] == "invalid_api_key"
+        assert anonymous.get("/health").status_code == 200
+        assert anonymous.get("/metrics").status_code == 200
+    bad_client = openai.OpenAI(base_url=server.base_url, api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad_client.models.list()
+
+
+def test_unknown_route_and_method(server):
+    with server.http() as http:
+        assert http.get("/v1/nothing").json()["error"]["message"]
+        assert http.get("/v1/nothing").status_code == 404
+        assert http.get("/v1/completions").status_code == 405
