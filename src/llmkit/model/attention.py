@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,8 @@ class AttentionMetadata:
     # Host copies, so backends that loop on the host never sync with the device.
     query_start_loc_host: list[int]
     seq_lens_host: list[int]
+    # What a backend derives from this metadata on its first layer, for the others.
+    plan: Any = None
 
     @property
     def num_reqs(self) -> int:
@@ -63,10 +66,41 @@ class AttentionBackend(ABC):
         """Causal paged attention for ``query`` ``[T, H_q, D]``; returns ``[T, H_q, D]``."""
 
 
+@dataclass
+class _DecodeGroup:
+    rows: torch.Tensor  # [R] query rows
+    blocks: torch.Tensor  # [R * width] physical blocks, row-major
+    mask: torch.Tensor  # [R, 1, 1, max_len] additive: 0 in context, -inf beyond
+    width: int  # blocks per request, padded
+    max_len: int
+
+
+@dataclass
+class _TorchPlan:
+    decode_groups: list[_DecodeGroup]
+    prefills: list[int]  # requests attended one by one
+
+
 class TorchAttentionBackend(AttentionBackend):
     """The reference: plain torch ops. Decodes are batched; prefill chunks run one by one."""
 
     name = "torch"
+
+    @staticmethod
+    def _plan(meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> _TorchPlan:
+        """Group the step's decodes once; every layer reuses the groups."""
+        starts, lens = meta.query_start_loc_host, meta.seq_lens_host
+        q_lens = [starts[i + 1] - starts[i] for i in range(meta.num_reqs)]
+        decodes = sorted((i for i, n in enumerate(q_lens) if n == 1), key=lens.__getitem__)
+        if len(decodes) < 2:
+            decodes = []
+        groups = [
+            _decode_group(meta, decodes[g : g + _DECODE_GROUP], block_size, dtype)
+            for g in range(0, len(decodes), _DECODE_GROUP)
+        ]
+        in_groups = set(decodes)
+        prefills = [i for i in range(meta.num_reqs) if q_lens[i] > 0 and i not in in_groups]
+        return _TorchPlan(groups, prefills)
 
     def write_kv(self, key, value, k_cache, v_cache, slot_mapping):
         num_kv_heads, head_dim = k_cache.shape[-2:]
@@ -77,43 +111,43 @@ class TorchAttentionBackend(AttentionBackend):
         v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value)
 
     def forward(self, query, k_cache, v_cache, meta, scale):
+        if meta.plan is None:
+            meta.plan = self._plan(meta, k_cache.shape[1], query.dtype)
+        plan: _TorchPlan = meta.plan
         out = torch.empty_like(query)
-        starts = meta.query_start_loc_host
-        q_lens = [starts[i + 1] - starts[i] for i in range(meta.num_reqs)]
-        decodes = [i for i, n in enumerate(q_lens) if n == 1]
-        if len(decodes) > 1:
-            self._decode_batch(query, k_cache, v_cache, meta, scale, decodes, out)
-        else:
-            decodes = []
-        done = set(decodes)
-        for i in range(meta.num_reqs):
-            if i in done or q_lens[i] == 0:
-                continue
-            rows = slice(starts[i], starts[i + 1])
-            k, v = _gather_context(k_cache, v_cache, meta.block_tables[i], meta.seq_lens_host[i])
-            out[rows] = _attend(query[rows], k, v, scale, causal=q_lens[i] > 1)
-        return out
-
-    def _decode_batch(self, query, k_cache, v_cache, meta, scale, reqs, out):
-        """Masked attention over single-token requests, in groups of similar context length.
-
-        Gathering K/V out of the paged cache is what costs on a CPU; grouping by length
-        keeps padding small and each group's gathered K/V small enough to stay in cache.
-        """
-        lens = meta.seq_lens_host
-        reqs = sorted(reqs, key=lambda i: lens[i])
-        for g in range(0, len(reqs), _DECODE_GROUP):
-            group = reqs[g : g + _DECODE_GROUP]
-            idx = torch.tensor(group, device=query.device)
-            rows = meta.query_start_loc[idx].long()
-            max_len = lens[group[-1]]
-            k, v = _gather_padded(k_cache, v_cache, meta.block_tables[idx], max_len)
-            mask = torch.arange(max_len, device=query.device)[None, :] < meta.seq_lens[idx][:, None]
+        for group in plan.decode_groups:
+            k, v = _gather_padded(k_cache, v_cache, group)
             o = F.scaled_dot_product_attention(
-                query[rows].unsqueeze(2), k, v, attn_mask=mask[:, None, None, :],
+                query[group.rows].unsqueeze(2), k, v, attn_mask=group.mask,
                 scale=scale, enable_gqa=True,
             )
-            out.index_copy_(0, rows, o.squeeze(2))
+            out.index_copy_(0, group.rows, o.squeeze(2))
+        starts = meta.query_start_loc_host
+        for i in plan.prefills:
+            rows = slice(starts[i], starts[i + 1])
+            k, v = _gather_context(k_cache, v_cache, meta.block_tables[i], meta.seq_lens_host[i])
+            out[rows] = _attend(query[rows], k, v, scale, causal=starts[i + 1] - starts[i] > 1)
+        return out
+
+
+def _decode_group(
+    meta: AttentionMetadata, reqs: list[int], block_size: int, dtype: torch.dtype
+) -> _DecodeGroup:
+    """A group's rows, blocks and key mask; the same for every layer of the step."""
+    device = meta.query_start_loc.device
+    idx = torch.tensor(reqs, device=device)
+    max_len = meta.seq_lens_host[reqs[-1]]
+    width = -(-max_len // block_size)
+    outside = torch.arange(max_len, device=device)[None, :] >= meta.seq_lens[idx][:, None]
+    # Additive, not boolean: SDPA would convert a boolean mask again in every layer.
+    mask = torch.zeros(outside.shape, dtype=dtype, device=device).masked_fill_(outside, float("-inf"))
+    return _DecodeGroup(
+        rows=meta.query_start_loc[idx].long(),
+        blocks=meta.block_tables[idx, :width].reshape(-1).long(),
+        mask=mask[:, None, None, :],
+        width=width,
+        max_len=max_len,
+    )
 
 
 # Measured on a 2-core CPU (64 decodes, contexts 16..512): 8 per group costs a quarter
@@ -121,16 +155,15 @@ class TorchAttentionBackend(AttentionBackend):
 _DECODE_GROUP = 8
 
 
-def _gather_padded(k_cache, v_cache, block_tables, max_len):
-    """K/V of several requests, padded to ``max_len``: ``[R, H_kv, max_len, D]`` each."""
+def _gather_padded(k_cache, v_cache, group: _DecodeGroup):
+    """K/V of a decode group, padded to its longest context: ``[R, H_kv, max_len, D]``."""
     num_blocks, block_size = k_cache.shape[:2]
-    R = block_tables.shape[0]
-    width = -(-max_len // block_size)
-    flat = block_tables[:, :width].reshape(-1).long()
+    R = group.rows.shape[0]
 
     def gather(cache):
-        rows = cache.view(num_blocks, -1).index_select(0, flat)
-        return rows.view(R, width * block_size, *cache.shape[2:])[:, :max_len].transpose(1, 2)
+        rows = cache.view(num_blocks, -1).index_select(0, group.blocks)
+        padded = rows.view(R, group.width * block_size, *cache.shape[2:])
+        return padded[:, : group.max_len].transpose(1, 2)
 
     return gather(k_cache), gather(v_cache)
 

@@ -25,7 +25,7 @@ def _inv_freq(hf_config) -> tuple[torch.Tensor, float]:
     return inv_freq.float(), float(scaling)
 
 
-Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each [T, 1, head_dim // 2]
+Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, signed sin), each [T, 1, head_dim]
 
 
 class RotaryEmbedding(nn.Module):
@@ -36,16 +36,23 @@ class RotaryEmbedding(nn.Module):
         inv_freq, scaling = _inv_freq(hf_config)
         positions = torch.arange(max_positions, dtype=torch.float)
         freqs = positions[:, None] * inv_freq[None, :]
-        self.register_buffer("cos", freqs.cos() * scaling, persistent=False)
-        self.register_buffer("sin", freqs.sin() * scaling, persistent=False)
+        cos, sin = freqs.cos() * scaling, freqs.sin() * scaling
+        # Full-width tables, the sine negated on the first half, so that rotating is
+        # x * cos + roll(x, half) * sin: four ops instead of chunking and concatenating.
+        self.register_buffer("cos", torch.cat((cos, cos), dim=-1), persistent=False)
+        self.register_buffer("sin", torch.cat((-sin, sin), dim=-1), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> Rope:
         return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
 
 
 def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
-    """RoPE in the rotate-half layout on ``x`` ``[T, heads, head_dim]``, computed in fp32."""
+    """RoPE in the rotate-half layout on ``x`` ``[T, heads, head_dim]``, computed in fp32.
+
+    Bit-identical to HF's ``x * cos + rotate_half(x) * sin``: ``rotate_half`` is the roll
+    with the first half negated, and the negation lives in the sine table.
+    """
     cos, sin = rope
-    x1, x2 = x.float().chunk(2, dim=-1)
-    out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    xf = x.float()
+    out = xf * cos + xf.roll(x.shape[-1] // 2, dims=-1) * sin
     return out.to(x.dtype)
