@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.model.context import ForwardContext
+from llmkit.model.weights import check_all_loaded, copy_weight
 
 _ACTIVATIONS = {
     "gelu": F.gelu,
@@ -193,13 +194,9 @@ class BertModel(nn.Module):
                     params[name].data[shard * hidden : (shard + 1) * hidden].copy_(tensor)
                     break
             else:
-                if name not in params:
-                    raise ValueError(f"unexpected weight {name!r} in checkpoint")
-                params[name].data.copy_(tensor)
+                copy_weight(params, name, tensor)
             loaded.add(name)
-        missing = set(params) - loaded
-        if missing:
-            raise ValueError(f"checkpoint lacks weights: {', '.join(sorted(missing)[:5])}")
+        check_all_loaded(params, loaded)
 
 
 class BertForMaskedLM(BertModel):

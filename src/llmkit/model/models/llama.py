@@ -11,6 +11,7 @@ from llmkit.model.context import ForwardContext
 from llmkit.model.layers.activation import SiluAndMul
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.rotary import Rope, RotaryEmbedding, apply_rope
+from llmkit.model.weights import check_all_loaded, copy_weight
 
 
 class LlamaAttention(nn.Module):
@@ -135,15 +136,9 @@ class LlamaForCausalLM(nn.Module):
                     loaded.add(target)
                     break
             else:
-                if name not in params:
-                    raise ValueError(f"unexpected weight {name!r} in checkpoint")
-                params[name].data.copy_(tensor)
+                copy_weight(params, name, tensor)
                 loaded.add(name)
-        missing = set(params) - loaded
-        if self.tie_word_embeddings:
-            missing.discard("lm_head.weight")
-        if missing:
-            raise ValueError(f"checkpoint lacks weights: {', '.join(sorted(missing)[:5])}")
+        check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
 
     def _load_shard(self, param: nn.Parameter, tensor: torch.Tensor, shard: int, piece: str):
         cfg = self.config
