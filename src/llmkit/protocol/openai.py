@@ -229,6 +229,40 @@ class ChatCompletionChunk(_Sparse):
     usage: UsageInfo | None = None
 
 
+# ---- embeddings -----------------------------------------------------------------------
+
+
+class EmbeddingRequest(_Request):
+    model: str | None = None
+    input: PromptInput
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+    # vLLM's extras.
+    truncate_prompt_tokens: int | None = None
+    normalize: bool | None = None
+    priority: int = 0
+
+
+class EmbeddingData(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    # Floats, or base64 of their little-endian float32 bytes.
+    embedding: list[float] | str
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
+
+
 # ---- models, tokenize, detokenize -----------------------------------------------------
 
 

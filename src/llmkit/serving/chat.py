@@ -105,6 +105,7 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
     """Check everything and render the prompt; raises OpenAIError before the engine sees it."""
     ctx.check_accepting()
     model = ctx.resolve_model(req.model)
+    ctx.check_serves("generate", model)
     ctx.note_unknown_fields(request_id, req.model_extra)
     check_stream_options(req)
     if req.top_logprobs is not None and not req.logprobs:

@@ -48,6 +48,7 @@ def prepare_completion(ctx: ServingContext, req: CompletionRequest, request_id: 
     """Check everything and tokenize; raises OpenAIError before anything reaches the engine."""
     ctx.check_accepting()
     model = ctx.resolve_model(req.model)
+    ctx.check_serves("generate", model)
     ctx.note_unknown_fields(request_id, req.model_extra)
     check_stream_options(req)
     if req.suffix:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from llmkit.metrics import RequestTracker, ServerMetrics
-from llmkit.serving.errors import OpenAIError
+from llmkit.serving.errors import OpenAIError, bad_request
 
 if TYPE_CHECKING:
     from llmkit.engine.async_engine import AsyncEngine
@@ -41,6 +41,23 @@ class ServingContext:
                 404, f"The model `{requested}` does not exist.", "model", "model_not_found"
             )
         return requested
+
+    def check_serves(self, task: Literal["generate", "embed"], model: str) -> None:
+        """A 400 naming the right endpoints when the engine's task is not what the route needs."""
+        processor = self.engine.processor
+        if task == "generate" and not processor.supports_generate:
+            raise bad_request(
+                f"The model `{model}` does not generate text: this server runs it as an "
+                "embedding model. Use /v1/embeddings.",
+                "model",
+            )
+        if task == "embed" and not processor.supports_embed:
+            raise bad_request(
+                f"The model `{model}` does not produce embeddings: this server runs it for text "
+                "generation. Use /v1/completions or /v1/chat/completions, or serve an embedding "
+                "model (or this one with --task embed).",
+                "model",
+            )
 
     def check_accepting(self) -> None:
         """New work is refused (503) while draining, or when the engine is not running."""

@@ -10,15 +10,16 @@ import anyio
 
 from llmkit.engine.async_engine import RequestStream
 from llmkit.errors import EngineDeadError, LLMKitError
-from llmkit.outputs import RequestOutput
-from llmkit.sampling_params import SamplingParams
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import bad_request, from_engine_error
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-OutputHandler = Callable[[int, RequestOutput], Awaitable[None]]
+EngineOutput = RequestOutput | EmbeddingRequestOutput
+OutputHandler = Callable[[int, EngineOutput], Awaitable[None]]
 
 
 @dataclass
@@ -36,11 +37,13 @@ async def run_prompts(
     ctx: ServingContext,
     request_id: str,
     prompts: list[EnginePrompt],
-    params: SamplingParams,
+    params: SamplingParams | PoolingParams,
     priority: int,
     handle: OutputHandler,
 ) -> None:
     """Start one engine request per prompt; pass each output to ``handle(prompt_index, out)``.
+
+    Pooling params make them embedding requests (``engine.encode``), each with one output.
 
     However this ends (finished, cancelled by a disconnect, failed), every engine request
     is over when it returns: closing a stream aborts a request that still runs.
@@ -49,9 +52,13 @@ async def run_prompts(
     trackers = [ctx.track() for _ in streams]
     reasons: list[set[str | None]] = [set() for _ in streams]
 
-    async def on_output(i: int, out: RequestOutput) -> None:
-        trackers[i].tokens(sum(len(o.token_ids) for o in out.outputs))
-        reasons[i].update(o.finish_reason for o in out.outputs)
+    async def on_output(i: int, out: EngineOutput) -> None:
+        if isinstance(out, EmbeddingRequestOutput):
+            # No tokens to time; a pooled request that ends counts as "stop", as in vLLM.
+            reasons[i].add("stop")
+        else:
+            trackers[i].tokens(sum(len(o.token_ids) for o in out.outputs))
+            reasons[i].update(o.finish_reason for o in out.outputs)
         if out.finished:
             trackers[i].finish(reasons[i])
         await handle(i, out)
@@ -73,14 +80,15 @@ async def _start(
     ctx: ServingContext,
     request_id: str,
     prompts: list[EnginePrompt],
-    params: SamplingParams,
+    params: SamplingParams | PoolingParams,
     priority: int,
 ) -> list[RequestStream]:
+    start = ctx.engine.encode if isinstance(params, PoolingParams) else ctx.engine.generate
     streams: list[RequestStream] = []
     try:
         for i, prompt in enumerate(prompts):
             rid = request_id if len(prompts) == 1 else f"{request_id}-{i}"
-            streams.append(ctx.engine.generate(prompt.as_input(), params, request_id=rid, priority=priority))
+            streams.append(start(prompt.as_input(), params, request_id=rid, priority=priority))
     except (ValueError, EngineDeadError) as exc:
         for stream in streams:
             await stream.aclose()
@@ -97,7 +105,7 @@ async def _for_each_output(streams: list[RequestStream], handle: OutputHandler) 
         return
     # No buffer: a producer waits for the handler, so its engine stream keeps coalescing
     # deltas meanwhile rather than queueing them here.
-    send, receive = anyio.create_memory_object_stream[tuple[int, RequestOutput]](0)
+    send, receive = anyio.create_memory_object_stream[tuple[int, EngineOutput]](0)
 
     async def pump(i: int, stream: RequestStream, send) -> None:
         async with send:

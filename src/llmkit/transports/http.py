@@ -31,10 +31,11 @@ from llmkit.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
+    EmbeddingRequest,
     TokenizeRequest,
     VersionResponse,
 )
-from llmkit.serving import chat, completions, tokens
+from llmkit.serving import chat, completions, embeddings, tokens
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.transports.http_middleware import ApiKeyMiddleware, RequestContextMiddleware, request_id
@@ -87,6 +88,7 @@ def create_app(
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
+        Route("/v1/embeddings", api.embeddings, methods=["POST"]),
         Route("/v1/models", api.models, methods=["GET"]),
         Route("/tokenize", api.tokenize, methods=["POST"]),
         Route("/detokenize", api.detokenize, methods=["POST"]),
@@ -156,6 +158,14 @@ class _Routes:
         if job.stream:
             return EventStreamResponse(lambda emit: chat.stream_chat(self.ctx, job, emit))
         result = await run_until_disconnect(request.receive, lambda: chat.create_chat(self.ctx, job))
+        return _json(result)
+
+    async def embeddings(self, request: Request) -> Response:
+        req = await _parse(request, EmbeddingRequest)
+        job = embeddings.prepare_embedding(self.ctx, req, f"embd-{request_id(request.scope)}")
+        result = await run_until_disconnect(
+            request.receive, lambda: embeddings.create_embedding(self.ctx, job)
+        )
         return _json(result)
 
     async def models(self, request: Request) -> Response:
