@@ -196,11 +196,7 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
         id=job.request_id,
         model=job.model,
         choices=result,
-        usage=UsageInfo(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        ),
+        usage=UsageInfo.of(prompt_tokens, completion_tokens),
     )
 
 
@@ -212,11 +208,7 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
     started = False
 
     def usage() -> UsageInfo:
-        return UsageInfo(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        )
+        return UsageInfo.of(prompt_tokens, completion_tokens)
 
     async def send(choice: ChatStreamChoice) -> None:
         await emit(

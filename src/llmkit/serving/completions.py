@@ -166,11 +166,7 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
         id=job.request_id,
         model=job.model,
         choices=result,
-        usage=UsageInfo(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        ),
+        usage=UsageInfo.of(prompt_tokens, completion_tokens),
     )
 
 
@@ -185,11 +181,7 @@ async def stream_completion(ctx: ServingContext, job: CompletionJob, emit: Emit)
     completion_tokens = 0
 
     def usage() -> UsageInfo:
-        return UsageInfo(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        )
+        return UsageInfo.of(prompt_tokens, completion_tokens)
 
     async def handle(i: int, out: RequestOutput) -> None:
         nonlocal completion_tokens
