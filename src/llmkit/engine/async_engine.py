@@ -175,10 +175,6 @@ class AsyncEngine:
     def is_healthy(self) -> bool:
         return self._dead is None and self._thread is not None and self._thread.is_alive()
 
-    @property
-    def is_running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def stats(self) -> EngineStats:
         """The snapshot the core published after its last step or command."""
         return self._stats
@@ -273,15 +269,9 @@ class AsyncEngine:
         core = self.core
         try:
             while True:
-                while True:
-                    try:
-                        command = self._commands.get_nowait()
-                    except queue.Empty:
-                        break
-                    try:
-                        command(core)
-                    except Exception:  # noqa: BLE001 - a bad command must not end the loop
-                        logger.exception("engine command failed")
+                if self._run_commands(core):
+                    # New and aborted requests show in stats() now, not after the next step.
+                    self._stats = core.stats()
                 if self._stopping:
                     for state in core.abort_all():
                         self._notify(state)
@@ -305,6 +295,20 @@ class AsyncEngine:
                 streams = list(self._streams.values())
             for stream in streams:
                 stream._wake_from_core()
+
+    def _run_commands(self, core: EngineCore) -> bool:
+        """Run every queued command; returns whether there were any."""
+        ran = False
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return ran
+            ran = True
+            try:
+                command(core)
+            except Exception:  # noqa: BLE001 - a bad command must not end the loop
+                logger.exception("engine command failed")
 
     def _notify(self, state: RequestState | None) -> None:
         if state is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import torch
@@ -377,11 +376,3 @@ class EngineCore:
             self._generators.pop(req, None)
             self._poolers.pop(req, None)
         self._states.pop(state.request_id, None)
-
-    def run_until_idle(self, timeout: float | None = None) -> None:
-        """Step until no work is left (used by tests and the offline API)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.has_work():
-            self.step()
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError("engine did not go idle in time")

@@ -129,10 +129,6 @@ class BlockAllocator:
             if self._ref_cnt[block] == 0:
                 self._unname(block)
 
-    def reset_prefix_cache(self) -> None:
-        for block in list(self._free):
-            self._unname(block)
-
     def _take_free(self) -> int:
         block, _ = self._free.popitem(last=False)
         self._unname(block)

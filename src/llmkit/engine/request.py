@@ -90,10 +90,6 @@ class Request:
     def num_output_tokens(self) -> int:
         return len(self.output_token_ids)
 
-    def token_at(self, i: int) -> int:
-        n = len(self.prompt_token_ids)
-        return self.prompt_token_ids[i] if i < n else self.output_token_ids[i - n]
-
     def tokens(self, start: int, end: int) -> list[int]:
         n = len(self.prompt_token_ids)
         if end <= n:
