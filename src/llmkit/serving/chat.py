@@ -103,10 +103,7 @@ def render_messages(
 
 def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: str) -> ChatJob:
     """Check everything and render the prompt; raises OpenAIError before the engine sees it."""
-    ctx.check_accepting()
-    model = ctx.resolve_model(req.model)
-    ctx.check_serves("generate", model)
-    ctx.note_unknown_fields(request_id, req.model_extra)
+    model = ctx.admit(req, request_id, "generate")
     check_stream_options(req)
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs can only be set when logprobs is true", "top_logprobs")

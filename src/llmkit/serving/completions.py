@@ -46,10 +46,7 @@ class CompletionJob:
 
 def prepare_completion(ctx: ServingContext, req: CompletionRequest, request_id: str) -> CompletionJob:
     """Check everything and tokenize; raises OpenAIError before anything reaches the engine."""
-    ctx.check_accepting()
-    model = ctx.resolve_model(req.model)
-    ctx.check_serves("generate", model)
-    ctx.note_unknown_fields(request_id, req.model_extra)
+    model = ctx.admit(req, request_id, "generate")
     check_stream_options(req)
     if req.suffix:
         raise bad_request("suffix is not supported", "suffix")

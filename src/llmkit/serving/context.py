@@ -42,6 +42,14 @@ class ServingContext:
             )
         return requested
 
+    def admit(self, request: Any, request_id: str, task: Literal["generate", "embed"]) -> str:
+        """The checks every model request passes first; returns the model name to answer with."""
+        self.check_accepting()
+        model = self.resolve_model(request.model)
+        self.check_serves(task, model)
+        self.note_unknown_fields(request_id, request.model_extra)
+        return model
+
     def check_serves(self, task: Literal["generate", "embed"], model: str) -> None:
         """A 400 naming the right endpoints when the engine's task is not what the route needs."""
         processor = self.engine.processor

@@ -37,10 +37,7 @@ class EmbeddingJob:
 
 def prepare_embedding(ctx: ServingContext, req: EmbeddingRequest, request_id: str) -> EmbeddingJob:
     """Check everything and tokenize; raises OpenAIError before anything reaches the engine."""
-    ctx.check_accepting()
-    model = ctx.resolve_model(req.model)
-    ctx.check_serves("embed", model)
-    ctx.note_unknown_fields(request_id, req.model_extra)
+    model = ctx.admit(req, request_id, "embed")
     try:
         params = PoolingParams(
             normalize=req.normalize,
