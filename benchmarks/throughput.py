@@ -16,7 +16,7 @@ import time
 import torch
 
 from llmkit import LLM, SamplingParams
-from llmkit.demo import resolve_model
+from llmkit.model.demo import resolve_model
 
 
 def workload(n: int, vocab: int, seed: int = 0) -> list[tuple[list[int], int]]:

@@ -12,7 +12,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from llmkit.demo import ModelSpec, build_model
+from llmkit.model.demo import ModelSpec, build_model
 
 # Qwen3's default head_dim is 128; keep every test model small.
 SPECS = {

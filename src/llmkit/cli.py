@@ -271,7 +271,7 @@ def _chat_local(args: argparse.Namespace, messages: list[dict[str, str]]) -> int
 
 
 def _demo_model(args: argparse.Namespace) -> int:
-    from llmkit.demo import DEMO_SPEC, ModelSpec, build_model
+    from llmkit.model.demo import DEMO_SPEC, ModelSpec, build_model
 
     print(build_model(args.path, ModelSpec() if args.tiny else DEMO_SPEC))
     return 0

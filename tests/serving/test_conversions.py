@@ -22,7 +22,7 @@ from llmkit.sampling_params import RequestOutputKind
 from llmkit.serving.errors import OpenAIError, from_validation_error
 from llmkit.serving.logprobs import chat_logprobs, completion_logprobs, token_repr
 from llmkit.serving.params import build_sampling_params, check_context_length
-from llmkit.tokenizer import Tokenizer
+from llmkit.engine.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="module")

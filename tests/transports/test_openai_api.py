@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmkit.demo import SPECIAL_TOKENS
+from llmkit.model.demo import SPECIAL_TOKENS
 
 MODEL = "tiny"  # the name the session server serves the model under
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.demo import resolve_model
+from llmkit.model.demo import resolve_model
 from llmkit.engine.kv_cache import BlockAllocator
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
@@ -20,7 +20,7 @@ from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 from llmkit.model.runner import ModelRunner, SeqInput
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
 from llmkit.outputs import Logprob
-from llmkit.tokenizer import Tokenizer
+from llmkit.engine.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmkit.sampling_params import SamplingParams
-from llmkit.tokenizer import Tokenizer
+from llmkit.engine.tokenizer import Tokenizer
 
 
 class IncrementalDetokenizer:

@@ -15,7 +15,7 @@ from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.output_state import CompletionState, RequestState
 from llmkit.engine.request import Request
 from llmkit.sampling_params import PoolingParams, SamplingParams
-from llmkit.tokenizer import Tokenizer
+from llmkit.engine.tokenizer import Tokenizer
 
 PromptType = Union[str, list[int], dict[str, Any]]
 

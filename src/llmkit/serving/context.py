@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from llmkit.metrics import RequestTracker, ServerMetrics
+from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.errors import OpenAIError, bad_request
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from tokenizers import decoders
 
 from llmkit.outputs import Logprob, PositionLogprobs
 from llmkit.protocol.openai import ChatLogprob, ChatTopLogprob, CompletionLogprobs
-from llmkit.tokenizer import Tokenizer
+from llmkit.engine.tokenizer import Tokenizer
 
 # JSON has no -inf; vLLM clamps to the same value.
 _FLOOR = -9999.0

@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 import llmkit
 from llmkit.engine.async_engine import AsyncEngine
-from llmkit.metrics import ServerMetrics
+from llmkit.serving.metrics import ServerMetrics
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
