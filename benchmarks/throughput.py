@@ -56,7 +56,7 @@ def workload_flops(hf_config, jobs) -> float:
 
 def run_llmkit(model: str, jobs) -> tuple[float, float]:
     llm = LLM(model)
-    runner = llm.engine.runner
+    runner = llm._core.runner
     forward = {"s": 0.0}
     for name in ("execute", "compute_logits"):
         original = getattr(runner, name)

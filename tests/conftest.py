@@ -42,3 +42,20 @@ def model_factory(tmp_path_factory):
 def tiny_model(model_factory) -> str:
     """The default tiny Llama: 2 layers, hidden 64, GQA 4:2, tied embeddings."""
     return model_factory("llama")
+
+
+@pytest.fixture
+def fail_next_step(monkeypatch):
+    """``arm(engine, error)``: the engine's next model step raises ``error``, once."""
+
+    def arm(engine, error: BaseException) -> None:
+        runner = engine._core.runner
+        execute = runner.execute
+
+        def fail_once(*args, **kwargs):
+            monkeypatch.setattr(runner, "execute", execute)
+            raise error
+
+        monkeypatch.setattr(runner, "execute", fail_once)
+
+    return arm

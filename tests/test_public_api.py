@@ -1,10 +1,14 @@
 """The public API is small and stable: everything in __all__ resolves, nothing else is promised."""
 
+import subprocess
+import sys
+
 import llmkit
 
 EXPECTED = {
     "AsyncEngine", "CompletionOutput", "EmbeddingOutput", "EmbeddingRequestOutput",
-    "EngineConfig", "EngineDeadError", "EngineStats", "LLM", "LLMKitError", "Logprob",
+    "EngineConfig", "EngineDeadError", "EngineNotStartedError", "EngineProtocol", "EngineStats",
+    "LLM", "LLMKitError", "Logprob", "ModelInfo",
     "PoolingParams", "RequestFailedError", "RequestOutput", "RequestOutputKind",
     "RequestStream", "SamplingParams", "__version__",
 }
@@ -17,3 +21,13 @@ def test_all_is_exactly_the_public_api():
 def test_every_public_name_resolves():
     for name in llmkit.__all__:
         assert getattr(llmkit, name) is not None
+
+
+def test_public_types_and_the_scheduler_do_not_import_torch():
+    code = (
+        "import sys, llmkit, llmkit.engine.scheduler, llmkit.engine.kv_cache, llmkit.engine.stop\n"
+        "from llmkit import EngineStats, SamplingParams, EngineConfig, ModelInfo, EngineProtocol\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

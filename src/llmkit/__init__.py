@@ -15,7 +15,10 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "AsyncEngine": "llmkit.engine.async_engine",
     "RequestStream": "llmkit.engine.async_engine",
-    "EngineStats": "llmkit.engine.core",
+    "EngineStats": "llmkit.engine.stats",
+    "EngineNotStartedError": "llmkit.errors",
+    "EngineProtocol": "llmkit.engine.protocol",
+    "ModelInfo": "llmkit.engine.protocol",
     "LLM": "llmkit.engine.llm",
     "EngineConfig": "llmkit.config",
     "EngineDeadError": "llmkit.errors",
@@ -50,9 +53,15 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
     from llmkit.engine.async_engine import AsyncEngine, RequestStream
-    from llmkit.engine.core import EngineStats
+    from llmkit.engine.protocol import EngineProtocol, ModelInfo
+    from llmkit.engine.stats import EngineStats
     from llmkit.engine.llm import LLM
-    from llmkit.errors import EngineDeadError, LLMKitError, RequestFailedError
+    from llmkit.errors import (
+        EngineDeadError,
+        EngineNotStartedError,
+        LLMKitError,
+        RequestFailedError,
+    )
     from llmkit.outputs import (
         CompletionOutput,
         EmbeddingOutput,

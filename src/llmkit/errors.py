@@ -4,8 +4,9 @@ Invalid input is a plain ``ValueError`` (raised before anything is queued). Ever
 else derives from :class:`LLMKitError`::
 
     LLMKitError
-    ├── EngineDeadError      the engine stopped and cannot serve any request
-    └── RequestFailedError   the engine failed while computing this request
+    ├── EngineDeadError        the engine stopped and cannot serve any request
+    ├── EngineNotStartedError  the engine was never started (``async with engine``)
+    └── RequestFailedError     the engine failed while computing this request
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ class LLMKitError(Exception):
 
 class EngineDeadError(LLMKitError):
     """The engine's step loop has stopped (shut down or crashed); create a new engine."""
+
+
+class EngineNotStartedError(LLMKitError):
+    """A request came before the engine was started: use ``async with engine`` or ``start()``."""
 
 
 class RequestFailedError(LLMKitError):

@@ -139,9 +139,9 @@ async def test_slow_reader_does_not_slow_a_fast_one(config):
         await _settles(engine)
 
 
-async def test_a_failed_step_fails_only_its_requests(config):
+async def test_a_failed_step_fails_only_its_requests(config, fail_next_step):
     async with AsyncEngine(config) as engine:
-        engine.core.fail_next_step = RuntimeError("injected")
+        fail_next_step(engine, RuntimeError("injected"))
         with pytest.raises(RequestFailedError, match="injected"):
             await _collect(engine.generate("doomed", GREEDY))
         out = await _collect(engine.generate("fine", GREEDY))
@@ -158,7 +158,7 @@ async def test_a_dead_engine_fails_every_reader_promptly(config, monkeypatch):
         def broken_step():
             raise SystemError("the device fell off")
 
-        monkeypatch.setattr(engine.core, "step", broken_step)
+        monkeypatch.setattr(engine._core, "step", broken_step)
         with anyio.fail_after(2), pytest.raises(EngineDeadError):
             await _collect(stream)
         assert not engine.is_healthy()

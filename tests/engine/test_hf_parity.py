@@ -61,7 +61,7 @@ def test_greedy_matches_hf_with_chunked_prefill(arch_case):
     path, _, prompts, expected = arch_case
     llm = LLM(path, max_model_len=512, max_num_batched_tokens=48)
     assert _tokens(llm.generate(prompts, GREEDY, use_tqdm=False)) == expected
-    assert llm.engine.stats().steps > sum(len(p) for p in prompts) // 48
+    assert llm.stats().steps > sum(len(p) for p in prompts) // 48
 
 
 def test_greedy_matches_hf_under_preemption(arch_case):
@@ -69,8 +69,8 @@ def test_greedy_matches_hf_under_preemption(arch_case):
     # Small chunks admit many prompts at once; their growth then runs the pool dry.
     llm = LLM(path, max_model_len=512, num_kv_blocks=24, max_num_batched_tokens=32)
     assert _tokens(llm.generate(prompts, GREEDY, use_tqdm=False)) == expected
-    assert llm.engine.stats().num_preemptions > 0
-    assert llm.engine.stats().kv_blocks_free == 24
+    assert llm.stats().num_preemptions > 0
+    assert llm.stats().kv_blocks_free == 24
 
 
 def test_greedy_matches_hf_with_prefix_cache_hits(arch_case):
@@ -82,7 +82,7 @@ def test_greedy_matches_hf_with_prefix_cache_hits(arch_case):
     llm = LLM(path, max_model_len=512)
     assert _tokens(llm.generate(prompts[:1], GREEDY, use_tqdm=False)) == expected[:1]
     assert _tokens(llm.generate(prompts, GREEDY, use_tqdm=False)) == expected
-    assert llm.engine.stats().prefix_cache_hit_rate > 0.3
+    assert llm.stats().prefix_cache_hit_rate > 0.3
 
 
 def test_prompt_and_sample_logprobs_match_hf(arch_case):

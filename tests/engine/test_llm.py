@@ -18,7 +18,7 @@ def llm(tiny_model):
 
 
 def test_prompt_forms_agree(llm):
-    tok = llm.engine.tokenizer
+    tok = llm._core.tokenizer
     ids = tok.encode("Hello world")
     outs = llm.generate(
         ["Hello world", {"prompt": "Hello world"}, {"prompt_token_ids": ids}, ids], GREEDY, use_tqdm=False
@@ -47,7 +47,7 @@ def test_too_long_prompt_names_both_lengths_and_queues_nothing(llm):
     long_prompt = list(range(5, 205))
     with pytest.raises(ValueError, match=r"200 tokens.*max_model_len is 128"):
         llm.generate(["fine", long_prompt], GREEDY, use_tqdm=False)
-    stats = llm.engine.stats()
+    stats = llm.stats()
     assert stats.num_running == 0 and stats.num_waiting == 0
 
 
@@ -71,7 +71,7 @@ def test_max_tokens_is_capped_by_the_context(llm):
 
 
 def test_chat_uses_the_template_without_a_double_bos(llm):
-    tok = llm.engine.tokenizer
+    tok = llm._core.tokenizer
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
     out = llm.chat(messages, GREEDY, use_tqdm=False)[0]
     assert out.prompt_token_ids.count(tok.bos_token_id) == 1

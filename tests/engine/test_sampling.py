@@ -55,7 +55,7 @@ def test_min_tokens_holds_back_eos_and_stop_tokens(llm):
 
 
 def test_eos_stops_unless_ignored(llm):
-    eos = llm.engine.tokenizer.eos_token_id
+    eos = llm._core.tokenizer.eos_token_id
     out = _one(llm, PROMPT, SamplingParams(temperature=0, max_tokens=10, logit_bias={eos: 100.0}))
     assert out.token_ids == [eos] and out.finish_reason == "stop" and out.stop_reason is None
     assert out.text == ""
@@ -77,7 +77,7 @@ def test_n_completions_share_the_prompt_blocks(llm):
     out = outputs[0]
     assert [c.index for c in out.outputs] == [0, 1, 2, 3]
     assert len({tuple(c.token_ids) for c in out.outputs}) > 1
-    assert llm.engine.allocator.stats.hit_tokens >= 3 * 2 * 16  # siblings 1..3 reuse 2+ blocks
+    assert llm._core.allocator.stats.hit_tokens >= 3 * 2 * 16  # siblings 1..3 reuse 2+ blocks
 
 
 def test_seeded_request_is_the_same_alone_and_in_a_busy_batch(llm):
@@ -111,10 +111,10 @@ def test_top_k_one_is_greedy(llm):
 
 def test_output_kinds_through_the_core(llm):
     """DELTA outputs concatenate to the CUMULATIVE text; FINAL_ONLY yields once."""
-    core = llm.engine
+    core = llm._core
     texts = {}
     for kind in RequestOutputKind:
-        state, reqs = core.processor.process(PROMPT, _greedy(max_tokens=12, output_kind=kind))
+        state, reqs = llm._processor.process(PROMPT, _greedy(max_tokens=12, output_kind=kind))
         core.add(state, reqs)
         seen = []
         while not state.finished:
@@ -134,7 +134,7 @@ def test_detokenizer_never_splits_a_utf8_character(llm):
     """Characters the tokenizer never saw arrive as single bytes; no delta may hold half of one."""
     from llmkit.engine.detokenizer import IncrementalDetokenizer
 
-    tok = llm.engine.tokenizer
+    tok = llm._core.tokenizer
     text = "ж✓Ω and 🐍"
     ids = tok.encode(text, add_special_tokens=False)
     assert any("\ufffd" in tok.token_text(i) for i in ids), "needs byte-level pieces"

@@ -15,11 +15,9 @@ def _sched(num_blocks=64, block_size=4, max_seqs=8, budget=32, chunked=True):
 
 
 def _run_step(sched, out, token=0):
-    """What the core does after a step: advance computed tokens, append a sampled token."""
-    for req, n in zip(out.requests, out.num_new_tokens):
-        req.num_computed_tokens += n
-        if req.num_computed_tokens == req.num_tokens:
-            req.output_token_ids.append(token)
+    """A step whose model samples ``token`` for every request that samples."""
+    for req in sched.advance(out):
+        req.output_token_ids.append(token)
 
 
 def test_decodes_and_prefill_chunks_share_the_token_budget():

@@ -10,6 +10,6 @@ def test_triton_backend_matches_torch_backend_greedy(tiny_model):
     params = SamplingParams(temperature=0, max_tokens=5, ignore_eos=True)
     expected = LLM(tiny_model, attention_backend="torch").generate(prompts, params, use_tqdm=False)
     llm = LLM(tiny_model, attention_backend="triton", max_num_batched_tokens=32)
-    assert llm.engine.runner.backend.name == "triton"
+    assert llm._core.runner.backend.name == "triton"
     got = llm.generate(prompts, params, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in expected]

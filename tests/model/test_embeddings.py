@@ -81,12 +81,11 @@ def test_minilm_embeddings_equal_sentence_transformers(llm, st):
 
 
 def test_engine_serves_embeddings_only_without_a_kv_cache(llm):
-    core = llm.engine
-    assert core.task == "embed" and core.is_encoder
-    assert core.supports_embed and not core.supports_generate
-    assert core.processor.supports_embed and not core.processor.supports_generate
+    info, core = llm.model_info, llm._core
+    assert info.task == "embed" and info.is_encoder
+    assert info.supports_embed and not info.supports_generate
     assert core.pooling_config == PoolingConfig("mean", True, 256)
-    assert core.max_model_len == 256  # sentence_bert_config.json's max_seq_length
+    assert info.max_model_len == 256  # sentence_bert_config.json's max_seq_length
     assert core.runner.kv_caches == [] and core.stats().kv_blocks_total == 0
 
 
@@ -137,13 +136,13 @@ def test_too_long_input_is_rejected_before_anything_is_queued(llm):
     text = "word " * 300
     with pytest.raises(ValueError, match=r"302 tokens.*max_model_len=256"):
         llm.embed(["fine", text], use_tqdm=False)
-    assert not llm.engine.has_work()
+    assert not llm._core.has_work()
 
 
 def test_bert_cannot_generate(llm, minilm):
     with pytest.raises(ValueError, match="embedding-only encoder"):
         llm.generate("hello", SamplingParams(max_tokens=4), use_tqdm=False)
-    assert not llm.engine.has_work()
+    assert not llm._core.has_work()
     with pytest.raises(ValueError, match="task='generate' needs a decoder"):
         LLM(minilm, task="generate")
 
@@ -151,7 +150,7 @@ def test_bert_cannot_generate(llm, minilm):
 def test_encoder_prompts_are_never_chunked(minilm):
     small = LLM(minilm, max_num_batched_tokens=256)
     seen = []
-    schedule = small.engine.scheduler.schedule
+    schedule = small._core.scheduler.schedule
 
     def recording():
         out = schedule()
@@ -159,11 +158,11 @@ def test_encoder_prompts_are_never_chunked(minilm):
             seen.append((req.num_computed_tokens, n, req.num_tokens))
         return out
 
-    small.engine.scheduler.schedule = recording
+    small._core.scheduler.schedule = recording
     texts = ["word " * 200, "word " * 120, "a b c", "word " * 100]
     ours = _vectors(small.embed(texts, use_tqdm=False))
     assert all(start == 0 and n == total for start, n, total in seen)
-    assert small.engine.stats().steps >= 2  # the budget of one step holds no two long inputs
+    assert small.stats().steps >= 2  # the budget of one step holds no two long inputs
     assert ours.shape == (4, 384) and np.isfinite(ours).all()
     with pytest.raises(ValueError, match=r"max_num_batched_tokens \(128\) must be >= max_model_len"):
         LLM(minilm, max_num_batched_tokens=128)
@@ -173,7 +172,7 @@ def test_decoder_embeds_its_last_token_with_task_embed(tiny_model):
     from transformers import AutoModel
 
     llm = LLM(tiny_model, task="embed", max_num_batched_tokens=16)  # long prompts are chunked
-    assert llm.engine.supports_embed and not llm.engine.supports_generate
+    assert llm.model_info.supports_embed and not llm.model_info.supports_generate
     prompts = ["hello world", "the quick brown fox jumps over the lazy dog " * 4, "a"]
     last = llm.embed(prompts, use_tqdm=False)
     mean = llm.embed(prompts, PoolingParams(pooling_type="mean", normalize=False), use_tqdm=False)
@@ -192,10 +191,10 @@ def test_decoder_embeds_its_last_token_with_task_embed(tiny_model):
 
 def test_a_generate_model_refuses_embeddings(tiny_model):
     llm = LLM(tiny_model)
-    assert llm.engine.supports_generate and not llm.engine.supports_embed
+    assert llm.model_info.supports_generate and not llm.model_info.supports_embed
     with pytest.raises(ValueError, match="task='embed'"):
         llm.embed("hello", use_tqdm=False)
-    assert not llm.engine.has_work()
+    assert not llm._core.has_work()
 
 
 @pytest.mark.parametrize(

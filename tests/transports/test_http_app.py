@@ -39,9 +39,9 @@ def sse_events(body: str) -> list:
 
 
 @pytest.mark.anyio
-async def test_engine_failure_mid_stream_sends_an_error_event_then_done(engine):
+async def test_engine_failure_mid_stream_sends_an_error_event_then_done(engine, fail_next_step):
     async with client_for(create_app(engine)) as client:
-        engine.core.fail_next_step = RuntimeError("injected failure")
+        fail_next_step(engine, RuntimeError("injected failure"))
         response = await client.post(
             "/v1/completions", json={"prompt": "hello", "max_tokens": 5, "stream": True}
         )
@@ -50,7 +50,7 @@ async def test_engine_failure_mid_stream_sends_an_error_event_then_done(engine):
         assert done == "[DONE]"
         assert error["error"]["type"] == "server_error" and "injected failure" in error["error"]["message"]
 
-        engine.core.fail_next_step = RuntimeError("injected failure")
+        fail_next_step(engine, RuntimeError("injected failure"))
         response = await client.post("/v1/completions", json={"prompt": "hello", "max_tokens": 5})
         assert response.status_code == 500 and response.json()["error"]["type"] == "server_error"
 

@@ -19,11 +19,19 @@ from typing import Any
 import anyio
 
 from llmkit.config import EngineConfig
-from llmkit.engine.core import EngineCore, EngineStats
+from llmkit.engine.core import EngineCore
 from llmkit.engine.output_state import RequestState
-from llmkit.engine.processor import PromptType
-from llmkit.errors import EngineDeadError, RequestFailedError
-from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+from llmkit.engine.processor import InputProcessor
+from llmkit.engine.protocol import (
+    Conversation,
+    EngineOutput,
+    ModelInfo,
+    PromptType,
+    TokensPrompt,
+)
+from llmkit.engine.stats import EngineStats
+from llmkit.engine.tokenizer import Tokenizer
+from llmkit.errors import EngineDeadError, EngineNotStartedError, RequestFailedError
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -59,7 +67,7 @@ class RequestStream:
     def __aiter__(self) -> RequestStream:
         return self
 
-    async def __anext__(self) -> RequestOutput | EmbeddingRequestOutput:
+    async def __anext__(self) -> EngineOutput:
         if self._done:
             raise StopAsyncIteration
         try:
@@ -85,6 +93,10 @@ class RequestStream:
             raise
 
     async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop reading; aborts the request if it still runs."""
         self._close()
 
     def _close(self) -> None:
@@ -119,6 +131,9 @@ class AsyncEngine:
         async with AsyncEngine(EngineConfig(model="demo")) as engine:
             async for out in engine.generate("Hello", SamplingParams(max_tokens=8)):
                 print(out.outputs[0].text)
+
+    It implements :class:`~llmkit.engine.protocol.EngineProtocol`, the surface every
+    transport uses.
     """
 
     def __init__(self, config: EngineConfig | str | None = None, **kwargs: Any):
@@ -129,8 +144,8 @@ class AsyncEngine:
         elif kwargs:
             raise TypeError("pass either an EngineConfig or keyword fields, not both")
         self.config = config
-        self.core = EngineCore(config)
-        self.processor = self.core.processor
+        self._core = EngineCore(config)
+        self._processor = InputProcessor(self._core.model_info, self._core.tokenizer)
         self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
         self._wakeup = threading.Event()
         # Weak: the reader's reference is what keeps a stream alive, so dropping it
@@ -141,11 +156,7 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self._dead: BaseException | None = None
         self._stopping = False
-        self._stats = self.core.stats()
-
-    @classmethod
-    def from_config(cls, config: EngineConfig) -> AsyncEngine:
-        return cls(config)
+        self._stats = self._core.stats()
 
     # ---- lifetime ------------------------------------------------------------------
 
@@ -180,12 +191,31 @@ class AsyncEngine:
         return self._stats
 
     @property
-    def tokenizer(self):
-        return self.core.tokenizer
+    def model_info(self) -> ModelInfo:
+        return self._core.model_info
 
     @property
-    def max_model_len(self) -> int:
-        return self.core.max_model_len
+    def tokenizer(self) -> Tokenizer:
+        return self._core.tokenizer
+
+    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
+        """Checked token ids of ``prompt``; ``truncate`` keeps the last tokens (-1: max_model_len)."""
+        return self._processor.tokenize(prompt, truncate)
+
+    def render_chat(
+        self,
+        messages: Conversation,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> TokensPrompt:
+        """A conversation rendered through the chat template and tokenized."""
+        return self._processor.render_chat(
+            messages, chat_template, chat_template_kwargs, add_generation_prompt,
+            continue_final_message, tools,
+        )
 
     # ---- requests ------------------------------------------------------------------
 
@@ -216,7 +246,7 @@ class AsyncEngine:
 
     def chat(
         self,
-        messages: list[dict[str, Any]],
+        messages: Conversation,
         sampling_params: SamplingParams | None = None,
         *,
         request_id: str | None = None,
@@ -228,7 +258,7 @@ class AsyncEngine:
         tools: list[dict[str, Any]] | None = None,
     ) -> RequestStream:
         """Like :meth:`generate`, on a conversation rendered through the chat template."""
-        prompt = self.processor.render_chat(
+        prompt = self.render_chat(
             messages, chat_template, chat_template_kwargs, add_generation_prompt,
             continue_final_message, tools,
         )
@@ -238,12 +268,20 @@ class AsyncEngine:
         """Abort a request; its reader gets a final output with finish reason "abort"."""
         self._submit(lambda core: self._notify(core.abort(request_id)))
 
-    def _add(self, prompt, params, request_id, priority) -> RequestStream:
+    def _add(
+        self,
+        prompt: PromptType,
+        params: SamplingParams | PoolingParams,
+        request_id: str | None,
+        priority: int,
+    ) -> RequestStream:
         if self._dead is not None or self._stopping:
             raise EngineDeadError("the engine is not running")
         if self._thread is None:
-            raise RuntimeError("the engine is not started: use `async with engine` or start()")
-        state, requests = self.processor.process(prompt, params, request_id, priority)
+            raise EngineNotStartedError(
+                "the engine is not started: use `async with engine` or start()"
+            )
+        state, requests = self._processor.process(prompt, params, request_id, priority)
         stream = RequestStream(self, state)
         with self._lock:
             if state.request_id in self._streams:
@@ -266,7 +304,7 @@ class AsyncEngine:
         self._wakeup.set()
 
     def _run(self) -> None:
-        core = self.core
+        core = self._core
         try:
             while True:
                 if self._run_commands(core):

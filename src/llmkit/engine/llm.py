@@ -11,12 +11,15 @@ from tqdm.auto import tqdm
 from llmkit.config import EngineConfig
 from llmkit.engine.core import EngineCore
 from llmkit.engine.output_state import RequestState
-from llmkit.engine.processor import PromptType
+from llmkit.engine.processor import InputProcessor
+from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
 from llmkit.engine.request import Request
+from llmkit.engine.stats import EngineStats
+from llmkit.errors import LLMKitError, RequestFailedError
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
 
-Conversation = list[dict[str, Any]]
+Params = SamplingParams | PoolingParams
 
 
 class LLM:
@@ -24,11 +27,21 @@ class LLM:
 
     def __init__(self, model: str, **kwargs: Any):
         self.config = EngineConfig.from_kwargs(model, **kwargs)
-        self.engine = EngineCore(self.config)
+        self._core = EngineCore(self.config)
+        self._processor = InputProcessor(self._core.model_info, self._core.tokenizer)
         self._counter = 0
 
-    def get_tokenizer(self):
-        return self.engine.tokenizer.hf
+    @property
+    def model_info(self) -> ModelInfo:
+        return self._core.model_info
+
+    def stats(self) -> EngineStats:
+        """The engine's load and counters now."""
+        return self._core.stats()
+
+    def get_tokenizer(self) -> Any:
+        """The transformers tokenizer, as vLLM's ``LLM.get_tokenizer`` returns it."""
+        return self._core.tokenizer.hf
 
     def generate(
         self,
@@ -55,7 +68,7 @@ class LLM:
     ) -> list[RequestOutput]:
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         prompts = [
-            self.engine.processor.render_chat(
+            self._processor.render_chat(
                 c, chat_template, chat_template_kwargs, add_generation_prompt,
                 continue_final_message, tools,
             )
@@ -73,40 +86,41 @@ class LLM:
         params = _broadcast(pooling_params or PoolingParams(), len(prompts), "pooling_params")
         return self._run(prompts, params, use_tqdm)
 
-    def _run(self, prompts: list[PromptType], params: list, use_tqdm: bool) -> list:
+    def _run(self, prompts: list[PromptType], params: Sequence[Params], use_tqdm: bool) -> list:
+        core = self._core
         # Check the whole batch before queueing any of it: a bad prompt leaves nothing behind.
         batch: list[tuple[RequestState, list[Request]]] = []
         for prompt, p in zip(prompts, params):
             self._counter += 1
-            batch.append(self.engine.processor.process(prompt, p, request_id=str(self._counter)))
+            batch.append(self._processor.process(prompt, p, request_id=str(self._counter)))
         for state, requests in batch:
-            self.engine.add(state, requests)
+            core.add(state, requests)
         states = [state for state, _ in batch]
         bar = tqdm(total=len(states), desc="Processed prompts", disable=not use_tqdm, unit="req")
-        generated = self.engine.stats().generated_tokens
+        generated = core.stats().generated_tokens
         try:
-            pending = set(s.request_id for s in states)
+            pending = {s.request_id for s in states}
             while pending:
-                for state in self.engine.step():
+                for state in core.step():
                     if state.finished and state.request_id in pending:
                         pending.discard(state.request_id)
                         bar.update(1)
                 if use_tqdm:
-                    tokens = self.engine.stats().generated_tokens - generated
+                    tokens = core.stats().generated_tokens - generated
                     rate = tokens / max(bar.format_dict["elapsed"], 1e-9)
                     bar.set_postfix_str(f"output {rate:.1f} tok/s", refresh=False)
-                if not self.engine.has_work() and pending:
-                    raise RuntimeError("engine went idle with requests unfinished")
+                if not core.has_work() and pending:
+                    raise LLMKitError("the engine went idle with requests unfinished")
         except BaseException:
             for state in states:
-                self.engine.abort(state.request_id)
+                core.abort(state.request_id)
             raise
         finally:
             bar.close()
         outputs = []
         for state in states:
             if state.error is not None:
-                raise RuntimeError(f"request {state.request_id} failed: {state.error}")
+                raise RequestFailedError(f"request {state.request_id} failed: {state.error}")
             outputs.append(state.take_output())
         return outputs
 

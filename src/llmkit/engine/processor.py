@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Union
+from typing import Any
 
-from llmkit.config import EngineConfig
 from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.output_state import CompletionState, RequestState
+from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
 from llmkit.engine.request import Request
-from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.engine.tokenizer import Tokenizer
-
-PromptType = Union[str, list[int], dict[str, Any]]
+from llmkit.sampling_params import PoolingParams, SamplingParams
 
 
 def new_request_id() -> str:
@@ -25,39 +23,26 @@ def new_request_id() -> str:
 
 
 class InputProcessor:
-    def __init__(
-        self,
-        config: EngineConfig,
-        tokenizer: Tokenizer,
-        max_model_len: int,
-        vocab_size: int,
-        task: str = "generate",
-        hidden_size: int | None = None,
-        is_encoder: bool = False,
-    ):
-        self.config = config
+    """Checks and tokenizes input for one model; the same on every side of the engine protocol."""
+
+    def __init__(self, info: ModelInfo, tokenizer: Tokenizer):
+        self.info = info
         self.tokenizer = tokenizer
-        self.max_model_len = max_model_len
-        self.vocab_size = vocab_size
-        self.task = task  # resolved: "generate" or "embed", never "auto"
-        self.hidden_size = hidden_size
-        self.is_encoder = is_encoder
+        self.max_model_len = info.max_model_len
+        self.vocab_size = info.vocab_size
 
-    @property
-    def supports_generate(self) -> bool:
-        return self.task == "generate"
-
-    @property
-    def supports_embed(self) -> bool:
-        return self.task == "embed"
-
-    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> tuple[str | None, list[int]]:
+    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
         """Accepts a string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``.
 
         ``truncate`` (``-1``: max_model_len) cuts text the way its tokenizer does, keeping
         special tokens such as BERT's [CLS] and [SEP]; token ids keep their last ones, as
         in vLLM.
         """
+        if truncate is not None and truncate > self.max_model_len:
+            raise ValueError(
+                f"truncate_prompt_tokens={truncate} is more than max_model_len="
+                f"{self.max_model_len}; choose a smaller truncation size"
+            )
         limit = None if truncate is None else (self.max_model_len if truncate == -1 else truncate)
         if isinstance(prompt, dict):
             if "prompt_token_ids" in prompt:
@@ -87,17 +72,17 @@ class InputProcessor:
             raise ValueError(
                 f"token id {bad[0]} is out of vocabulary (valid ids are 0..{self.vocab_size - 1})"
             )
-        return text, ids
+        return {"prompt": text, "prompt_token_ids": ids}
 
     def render_chat(
         self,
-        conversation: list[dict[str, Any]],
+        conversation: Conversation,
         chat_template: str | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> TokensPrompt:
         """A conversation rendered through the chat template, as a prompt dict."""
         text = self.tokenizer.apply_chat_template(
             conversation,
@@ -119,10 +104,10 @@ class InputProcessor:
             )
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(params, name)
-            if value is not None and value > self.config.max_logprobs:
+            if value is not None and value > self.info.max_logprobs:
                 raise ValueError(
                     f"{name}={value} is more than the engine allows (max_logprobs="
-                    f"{self.config.max_logprobs})"
+                    f"{self.info.max_logprobs})"
                 )
         for name, ids in (
             ("stop_token_ids", params.stop_token_ids),
@@ -137,13 +122,13 @@ class InputProcessor:
 
     def check_task(self, params: SamplingParams | PoolingParams) -> None:
         """Reject what this engine's task does not serve (vLLM: generate on a pooling model)."""
-        if isinstance(params, PoolingParams) and not self.supports_embed:
+        if isinstance(params, PoolingParams) and not self.info.supports_embed:
             raise ValueError(
                 "this engine serves text generation (task='generate'); embeddings need an "
                 "engine started with task='embed'"
             )
-        if isinstance(params, SamplingParams) and not self.supports_generate:
-            if self.is_encoder:
+        if isinstance(params, SamplingParams) and not self.info.supports_generate:
+            if self.info.is_encoder:
                 raise ValueError(
                     "this model is an embedding-only encoder: it cannot generate text; "
                     "ask it for embeddings instead"
@@ -154,17 +139,10 @@ class InputProcessor:
             )
 
     def check_pooling_params(self, params: PoolingParams) -> None:
-        if params.dimensions is not None and self.hidden_size is not None:
-            if params.dimensions > self.hidden_size:
-                raise ValueError(
-                    f"dimensions={params.dimensions} is more than the model's embedding size "
-                    f"({self.hidden_size})"
-                )
-        truncate = params.truncate_prompt_tokens
-        if truncate is not None and truncate > self.max_model_len:
+        if params.dimensions is not None and params.dimensions > self.info.hidden_size:
             raise ValueError(
-                f"truncate_prompt_tokens={truncate} is more than max_model_len="
-                f"{self.max_model_len}; choose a smaller truncation size"
+                f"dimensions={params.dimensions} is more than the model's embedding size "
+                f"({self.info.hidden_size})"
             )
 
     def check_pooling(self, prompt_len: int) -> None:
@@ -186,13 +164,13 @@ class InputProcessor:
         self.check_task(params)
         if isinstance(params, PoolingParams):
             self.check_pooling_params(params)
-            text, ids = self.tokenize(prompt, params.truncate_prompt_tokens)
+            text, ids = _unpack(self.tokenize(prompt, params.truncate_prompt_tokens))
             self.check_pooling(len(ids))
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
             return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
         if not isinstance(params, SamplingParams):
             raise ValueError(f"expected SamplingParams or PoolingParams, got {type(params).__name__}")
-        text, ids = self.tokenize(prompt)
+        text, ids = _unpack(self.tokenize(prompt))
         self.check_sampling(params, len(ids))
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
@@ -229,3 +207,7 @@ class InputProcessor:
             want_prompt_logprobs=params.prompt_logprobs is not None,
         )
         return state, requests
+
+
+def _unpack(prompt: TokensPrompt) -> tuple[str | None, list[int]]:
+    return prompt.get("prompt"), prompt["prompt_token_ids"]

@@ -83,6 +83,16 @@ class Scheduler:
         else:
             self.allocator.free(request)
 
+    def advance(self, out: SchedulerOutput) -> list[Request]:
+        """Count a finished step's tokens as computed; returns the generation requests that
+        are now wholly computed, which sample their next token from this step."""
+        sampling = []
+        for req, n in zip(out.requests, out.num_new_tokens):
+            req.num_computed_tokens += n
+            if not req.is_pooling and req.num_computed_tokens == req.num_tokens:
+                sampling.append(req)
+        return sampling
+
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens

@@ -10,6 +10,7 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
+from llmkit.model.demo import resolve_model
 from llmkit.model.models.bert import BertForMaskedLM, BertModel
 from llmkit.model.models.llama import (
     LlamaForCausalLM,
@@ -26,6 +27,9 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,
 }
+
+
+__all__ = ["ARCHITECTURES", "load_hf_config", "load_model", "model_class", "resolve_model"]
 
 
 def load_hf_config(path: str):

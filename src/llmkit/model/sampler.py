@@ -116,25 +116,36 @@ class Sampler:
                 q[i].exponential_(generator=r.generator)
         return (probs / q).argmax(dim=-1)
 
-    def _logprobs(self, raw, tokens, rows) -> list[list[tuple[int, float, int]] | None]:
-        chosen = raw.gather(1, tokens[:, None])
-        ranks = (raw > chosen).sum(-1) + 1
-        k = max(r.params.logprobs or 0 for r in rows)
-        top_vals, top_ids = raw.topk(k, dim=-1) if k else (None, None)
-        chosen_l, ranks_l, tokens_l = chosen[:, 0].tolist(), ranks.tolist(), tokens.tolist()
-        top_vals_l = top_vals.tolist() if k else None
-        top_ids_l = top_ids.tolist() if k else None
-        out = []
-        for i, r in enumerate(rows):
-            n = r.params.logprobs
-            if n is None:
-                out.append(None)
-                continue
-            entries = [(tokens_l[i], chosen_l[i], ranks_l[i])]
-            for j in range(n):
-                entries.append((top_ids_l[i][j], top_vals_l[i][j], j + 1))
-            out.append(entries)
-        return out
+    def _logprobs(
+        self, raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]
+    ) -> list[list[tuple[int, float, int]] | None]:
+        ranked = _ranked(raw, tokens, max(r.params.logprobs or 0 for r in rows))
+        return [
+            None if r.params.logprobs is None else entries[: 1 + r.params.logprobs]
+            for r, entries in zip(rows, ranked)
+        ]
+
+    @torch.inference_mode()
+    def prompt_logprobs(
+        self, logits: torch.Tensor, targets: list[int], k: int
+    ) -> list[list[tuple[int, float, int]]]:
+        """Each prompt position's actual next token and the top ``k``, from raw logits."""
+        raw = torch.log_softmax(logits.float(), dim=-1)
+        return _ranked(raw, torch.tensor(targets, device=raw.device), k)
+
+
+def _ranked(
+    raw: torch.Tensor, tokens: torch.Tensor, k: int
+) -> list[list[tuple[int, float, int]]]:
+    """Per row: (token id, logprob, rank) of ``tokens[row]``, then of the top ``k``."""
+    chosen = raw.gather(1, tokens[:, None].long())
+    ranks = ((raw > chosen).sum(-1) + 1).tolist()
+    top_vals, top_ids = raw.topk(k, dim=-1) if k else (raw[:, :0], raw[:, :0])
+    top_vals_l, top_ids_l = top_vals.tolist(), top_ids.long().tolist()
+    return [
+        [(tid, lp, rank)] + [(top_ids_l[i][j], top_vals_l[i][j], j + 1) for j in range(k)]
+        for i, (tid, lp, rank) in enumerate(zip(tokens.tolist(), chosen[:, 0].tolist(), ranks))
+    ]
 
 
 def _top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]) -> torch.Tensor:

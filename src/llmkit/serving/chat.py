@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 
-from llmkit.outputs import PositionLogprobs, RequestOutput
+from llmkit.outputs import RequestOutput
 from llmkit.protocol.openai import (
     ChatChoice,
     ChatChoiceLogprobs,
@@ -20,39 +20,27 @@ from llmkit.protocol.openai import (
     DeltaMessage,
     UsageInfo,
 )
-from llmkit.sampling_params import SamplingParams
+from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import EnginePrompt, run_prompts
+from llmkit.serving.engine_calls import run_streams, start_prompts
 from llmkit.serving.errors import bad_request, from_value_error
 from llmkit.serving.logprobs import chat_logprobs
-from llmkit.serving.params import (
-    build_sampling_params,
-    check_context_length,
-    check_logprobs,
-    check_stream_options,
-    check_with_engine,
-)
-from llmkit.serving.stream import Emit, usage_kwargs
+from llmkit.serving.params import PARAM_NAMES, build_sampling_params, check_context_length
+from llmkit.serving.prompts import EnginePrompt
+from llmkit.serving.stream import Emit, StreamSettings
 
 _TEXT_PARTS = ("text", "input_text")
 _TEMPLATE_FLAGS = {"add_generation_prompt", "continue_final_message", "chat_template"}
 
 
 @dataclass
-class ChatJob:
-    """A checked chat request, ready to run."""
+class ChatJob(GenerationJob):
+    """A checked, started chat request."""
 
-    request_id: str
-    model: str
     prompt: EnginePrompt
-    params: SamplingParams
     logprobs: bool
     top_logprobs: int
     echo_text: str | None
-    stream: bool
-    include_usage: bool
-    continuous_usage: bool
-    priority: int
 
 
 def to_conversation(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -88,7 +76,7 @@ def render_messages(
     if not conversation:
         raise bad_request("messages must not be empty", "messages")
     try:
-        prompt = ctx.engine.processor.render_chat(
+        prompt = ctx.engine.render_chat(
             conversation, chat_template or ctx.chat_template, chat_template_kwargs,
             add_generation_prompt, continue_final_message, tools,
         )
@@ -102,16 +90,12 @@ def render_messages(
 
 
 def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: str) -> ChatJob:
-    """Check everything and render the prompt; raises OpenAIError before the engine sees it."""
+    """Check everything, render the prompt and start; raises OpenAIError before any response."""
     model = ctx.admit(req, request_id, "generate")
-    check_stream_options(req)
+    options = StreamSettings.of(req)
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs can only be set when logprobs is true", "top_logprobs")
     top_logprobs = req.top_logprobs or 0
-    limit = ctx.engine.config.max_logprobs
-    if req.logprobs:
-        check_logprobs(top_logprobs, limit, "top_logprobs")
-    check_logprobs(req.prompt_logprobs, limit, "prompt_logprobs")
     max_tokens, max_name = req.max_tokens, "max_tokens"
     if req.max_completion_tokens is not None:
         max_tokens, max_name = req.max_completion_tokens, "max_completion_tokens"
@@ -120,56 +104,41 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
         ctx, conversation, req.chat_template, req.chat_template_kwargs,
         req.add_generation_prompt, req.continue_final_message, req.tools,
     )
-    check_context_length(len(prompt.token_ids), max_tokens, ctx.engine.max_model_len, "messages")
+    max_model_len = ctx.engine.model_info.max_model_len
+    check_context_length(len(prompt.token_ids), max_tokens, max_model_len, "messages")
     renames = {"logprobs": "top_logprobs", "max_tokens": max_name}
     params = build_sampling_params(
         req, max_tokens=max_tokens, logprobs=top_logprobs if req.logprobs else None,
         prompt_logprobs=req.prompt_logprobs, renames=renames,
     )
-    check_with_engine(ctx.engine.processor, params, len(prompt.token_ids), renames)
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":
         # As in vLLM: echo repeats the assistant message being continued.
         echo_text = conversation[-1].get("content") or None
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
-    options = req.stream_options
+    streams = start_prompts(ctx, request_id, [prompt], params, req.priority, PARAM_NAMES, renames)
     return ChatJob(
         request_id=request_id,
         model=model,
-        prompt=prompt,
         params=params,
-        logprobs=req.logprobs,
+        streams=streams,
+        options=options,
+        prompt=prompt,
+        logprobs=bool(req.logprobs),
         top_logprobs=top_logprobs,
         echo_text=echo_text,
-        stream=req.stream,
-        include_usage=bool(options and options.include_usage),
-        continuous_usage=bool(options and options.include_usage and options.continuous_usage_stats),
-        priority=req.priority,
     )
-
-
-@dataclass
-class _Choice:
-    text: list[str] = field(default_factory=list)
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[PositionLogprobs] = field(default_factory=list)
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
 
 
 async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionResponse:
     """Run to the end and answer with one response."""
-    choices = [_Choice() for _ in range(job.params.n)]
+    choices = [JoinedChoice() for _ in range(job.params.n)]
 
     async def handle(_: int, out: RequestOutput) -> None:
         for o in out.outputs:
-            choice = choices[o.index]
-            choice.text.append(o.text)
-            choice.token_ids.extend(o.token_ids)
-            choice.logprobs.extend(o.logprobs or ())
-            choice.finish_reason, choice.stop_reason = o.finish_reason, o.stop_reason
+            choices[o.index].add(o)
 
-    await run_prompts(ctx, job.request_id, [job.prompt], job.params, job.priority, handle)
+    await run_streams(ctx, job.streams, handle)
     tokenizer = ctx.engine.tokenizer
     result = []
     for index, choice in enumerate(choices):
@@ -181,7 +150,7 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
         result.append(
             ChatChoice(
                 index=index,
-                message=ChatResponseMessage(content=(job.echo_text or "") + "".join(choice.text)),
+                message=ChatResponseMessage(content=(job.echo_text or "") + choice.text),
                 logprobs=logprobs,
                 finish_reason=choice.finish_reason,
                 stop_reason=choice.stop_reason,
@@ -211,7 +180,7 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
         await emit(
             ChatCompletionChunk(
                 id=job.request_id, model=job.model, choices=[choice],
-                **usage_kwargs(job.include_usage, job.continuous_usage, usage),
+                **job.options.chunk_usage(usage),
             )
         )
 
@@ -242,6 +211,6 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
                 )
             )
 
-    await run_prompts(ctx, job.request_id, [job.prompt], job.params, job.priority, handle)
-    if job.include_usage:
+    await run_streams(ctx, job.streams, handle)
+    if job.options.include_usage:
         await emit(ChatCompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage()))

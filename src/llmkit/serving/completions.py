@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from llmkit.outputs import CompletionOutput, PositionLogprobs, RequestOutput
+from llmkit.outputs import PositionLogprobs, RequestOutput
 from llmkit.protocol.openai import (
     CompletionChoice,
     CompletionChunk,
@@ -13,50 +13,35 @@ from llmkit.protocol.openai import (
     CompletionResponse,
     UsageInfo,
 )
-from llmkit.sampling_params import SamplingParams
+from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import EnginePrompt, run_prompts
+from llmkit.serving.engine_calls import run_streams, start_prompts
 from llmkit.serving.errors import bad_request
 from llmkit.serving.logprobs import completion_logprobs
-from llmkit.serving.params import (
-    build_sampling_params,
-    check_context_length,
-    check_logprobs,
-    check_stream_options,
-    check_with_engine,
-)
-from llmkit.serving.stream import Emit, usage_kwargs
+from llmkit.serving.params import PARAM_NAMES, build_sampling_params, check_context_length
+from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
+from llmkit.serving.stream import Emit, StreamSettings
 
 
 @dataclass
-class CompletionJob:
-    """A checked completion request, ready to run."""
+class CompletionJob(GenerationJob):
+    """A checked, started completion request."""
 
-    request_id: str
-    model: str
     prompts: list[EnginePrompt]
-    params: SamplingParams
     echo: bool
     logprobs: int | None
-    stream: bool
-    include_usage: bool
-    continuous_usage: bool
-    priority: int
 
 
 def prepare_completion(ctx: ServingContext, req: CompletionRequest, request_id: str) -> CompletionJob:
-    """Check everything and tokenize; raises OpenAIError before anything reaches the engine."""
+    """Check everything, tokenize and start; raises OpenAIError before any response begins."""
     model = ctx.admit(req, request_id, "generate")
-    check_stream_options(req)
+    options = StreamSettings.of(req)
     if req.suffix:
         raise bad_request("suffix is not supported", "suffix")
     if req.best_of is not None and req.best_of != req.n:
         raise bad_request(f"best_of must equal n ({req.n}) if given, got {req.best_of}", "best_of")
-    limit = ctx.engine.config.max_logprobs
-    check_logprobs(req.logprobs, limit, "logprobs")
-    check_logprobs(req.prompt_logprobs, limit, "prompt_logprobs")
-    prompts = _tokenize(ctx, req.prompt)
-    max_model_len = ctx.engine.max_model_len
+    prompts = tokenize_inputs(ctx, req.prompt, "prompt")
+    max_model_len = ctx.engine.model_info.max_model_len
     for prompt in prompts:
         check_context_length(len(prompt.token_ids), req.max_tokens, max_model_len, "prompt")
     prompt_logprobs = req.prompt_logprobs
@@ -67,36 +52,18 @@ def prepare_completion(ctx: ServingContext, req: CompletionRequest, request_id: 
         req, max_tokens=req.max_tokens, logprobs=req.logprobs, prompt_logprobs=prompt_logprobs,
         renames={},
     )
-    for prompt in prompts:
-        check_with_engine(ctx.engine.processor, params, len(prompt.token_ids), {})
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)
-    options = req.stream_options
+    streams = start_prompts(ctx, request_id, prompts, params, req.priority, PARAM_NAMES)
     return CompletionJob(
         request_id=request_id,
         model=model,
-        prompts=prompts,
         params=params,
+        streams=streams,
+        options=options,
+        prompts=prompts,
         echo=req.echo,
         logprobs=req.logprobs,
-        stream=req.stream,
-        include_usage=bool(options and options.include_usage),
-        continuous_usage=bool(options and options.include_usage and options.continuous_usage_stats),
-        priority=req.priority,
     )
-
-
-def _tokenize(ctx: ServingContext, prompt: str | list) -> list[EnginePrompt]:
-    if isinstance(prompt, list) and not prompt:
-        raise bad_request("prompt must not be empty", "prompt")
-    items = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
-    prompts = []
-    for item in items:
-        try:
-            text, ids = ctx.engine.processor.tokenize(item)
-        except ValueError as exc:
-            raise bad_request(str(exc), "prompt") from None
-        prompts.append(EnginePrompt(text, ids))
-    return prompts
 
 
 def _prompt_text(ctx: ServingContext, prompt: EnginePrompt) -> str:
@@ -105,29 +72,10 @@ def _prompt_text(ctx: ServingContext, prompt: EnginePrompt) -> str:
     return ctx.engine.tokenizer.decode(prompt.token_ids)
 
 
-@dataclass
-class _Choice:
-    """A choice's deltas, joined for a non-streamed response."""
-
-    prompt_index: int
-    text: list[str] = field(default_factory=list)
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[PositionLogprobs] = field(default_factory=list)
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-
-    def add(self, out: CompletionOutput) -> None:
-        self.text.append(out.text)
-        self.token_ids.extend(out.token_ids)
-        self.logprobs.extend(out.logprobs or ())
-        self.finish_reason = out.finish_reason
-        self.stop_reason = out.stop_reason
-
-
 async def create_completion(ctx: ServingContext, job: CompletionJob) -> CompletionResponse:
     """Run to the end and answer with one response."""
     n = job.params.n
-    choices = [_Choice(i // n) for i in range(len(job.prompts) * n)]
+    choices = [JoinedChoice(i // n) for i in range(len(job.prompts) * n)]
     prompt_logprobs: list[list[PositionLogprobs | None] | None] = [None] * len(job.prompts)
 
     async def handle(i: int, out: RequestOutput) -> None:
@@ -136,12 +84,12 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
         for o in out.outputs:
             choices[i * n + o.index].add(o)
 
-    await run_prompts(ctx, job.request_id, job.prompts, job.params, job.priority, handle)
+    await run_streams(ctx, job.streams, handle)
     tokenizer = ctx.engine.tokenizer
     result = []
     for index, choice in enumerate(choices):
         prompt = job.prompts[choice.prompt_index]
-        text = "".join(choice.text)
+        text = choice.text
         logprobs = None
         if job.logprobs is not None:
             logprobs, offset = CompletionLogprobs(), 0
@@ -211,10 +159,10 @@ async def stream_completion(ctx: ServingContext, job: CompletionJob, emit: Emit)
             await emit(
                 CompletionChunk(
                     id=job.request_id, model=job.model, choices=[choice],
-                    **usage_kwargs(job.include_usage, job.continuous_usage, usage),
+                    **job.options.chunk_usage(usage),
                 )
             )
 
-    await run_prompts(ctx, job.request_id, job.prompts, job.params, job.priority, handle)
-    if job.include_usage:
+    await run_streams(ctx, job.streams, handle)
+    if job.options.include_usage:
         await emit(CompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage()))

@@ -10,7 +10,7 @@ from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.errors import OpenAIError, bad_request
 
 if TYPE_CHECKING:
-    from llmkit.engine.async_engine import AsyncEngine
+    from llmkit.engine.protocol import EngineProtocol
 
 logger = logging.getLogger("llmkit.serving")
 
@@ -19,7 +19,7 @@ logger = logging.getLogger("llmkit.serving")
 class ServingContext:
     """What a transport hands to the serving functions; one per served app."""
 
-    engine: AsyncEngine
+    engine: EngineProtocol
     model_names: list[str]
     chat_template: str | None = None
     log_prompts: bool = False
@@ -52,14 +52,14 @@ class ServingContext:
 
     def check_serves(self, task: Literal["generate", "embed"], model: str) -> None:
         """A 400 naming the right endpoints when the engine's task is not what the route needs."""
-        processor = self.engine.processor
-        if task == "generate" and not processor.supports_generate:
+        info = self.engine.model_info
+        if task == "generate" and not info.supports_generate:
             raise bad_request(
                 f"The model `{model}` does not generate text: this server runs it as an "
                 "embedding model. Use /v1/embeddings.",
                 "model",
             )
-        if task == "embed" and not processor.supports_embed:
+        if task == "embed" and not info.supports_embed:
             raise bad_request(
                 f"The model `{model}` does not produce embeddings: this server runs it for text "
                 "generation. Use /v1/completions or /v1/chat/completions, or serve an embedding "

@@ -7,36 +7,36 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llmkit.engine.protocol import EngineOutput, OutputStream
 from llmkit.outputs import EmbeddingRequestOutput
 from llmkit.protocol.openai import (
     EmbeddingData,
     EmbeddingRequest,
     EmbeddingResponse,
     EmbeddingUsage,
-    PromptInput,
 )
 from llmkit.sampling_params import PoolingParams
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import EngineOutput, EnginePrompt, run_prompts
+from llmkit.serving.engine_calls import run_streams, start_prompts
 from llmkit.serving.errors import bad_request, from_value_error
+from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
 
 _POOLING_FIELDS = {"dimensions", "truncate_prompt_tokens", "normalize"}
 
 
 @dataclass
 class EmbeddingJob:
-    """A checked embedding request, ready to run."""
+    """A checked, started embedding request."""
 
     request_id: str
     model: str
     prompts: list[EnginePrompt]
-    params: PoolingParams
+    streams: list[OutputStream]
     encoding_format: str
-    priority: int
 
 
 def prepare_embedding(ctx: ServingContext, req: EmbeddingRequest, request_id: str) -> EmbeddingJob:
-    """Check everything and tokenize; raises OpenAIError before anything reaches the engine."""
+    """Check everything, tokenize and start; raises OpenAIError before any response begins."""
     model = ctx.admit(req, request_id, "embed")
     try:
         params = PoolingParams(
@@ -44,47 +44,25 @@ def prepare_embedding(ctx: ServingContext, req: EmbeddingRequest, request_id: st
             dimensions=req.dimensions,
             truncate_prompt_tokens=req.truncate_prompt_tokens,
         )
-        ctx.engine.processor.check_pooling_params(params)
     except ValueError as exc:
         raise from_value_error(exc, _POOLING_FIELDS) from None
-    prompts = _tokenize(ctx, req.input, params.truncate_prompt_tokens)
-    ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
-    return EmbeddingJob(
-        request_id=request_id,
-        model=model,
-        prompts=prompts,
-        params=params,
-        encoding_format=req.encoding_format,
-        priority=req.priority,
+    prompts = tokenize_inputs(
+        ctx, req.input, "input", params.truncate_prompt_tokens, refuse_empty_text=True
     )
-
-
-def _tokenize(ctx: ServingContext, inputs: PromptInput, truncate: int | None) -> list[EnginePrompt]:
-    if not inputs:
-        raise bad_request("input must not be empty", "input")
-    single = isinstance(inputs, str) or isinstance(inputs[0], int)
-    items = [inputs] if single else inputs
-    max_model_len = ctx.engine.max_model_len
-    prompts = []
-    for i, item in enumerate(items):
-        where = "input" if single else f"input[{i}]"
-        # A tokenizer would turn "" into [CLS] [SEP] and embed that; OpenAI refuses it.
-        if not item:
-            raise bad_request(f"{where} must not be empty", "input")
-        try:
-            text, ids = ctx.engine.processor.tokenize(item, truncate)
-        except ValueError as exc:
-            raise bad_request(f"{where}: {exc}", "input") from None
-        if len(ids) > max_model_len:
+    max_model_len = ctx.engine.model_info.max_model_len
+    for i, prompt in enumerate(prompts):
+        if len(prompt.token_ids) > max_model_len:
+            where = "input" if len(prompts) == 1 else f"input[{i}]"
             raise bad_request(
                 f"This model's maximum context length is {max_model_len} tokens. However, "
-                f"{where} resulted in {len(ids)} tokens. Please reduce the length of the input, "
-                "or set truncate_prompt_tokens.",
+                f"{where} resulted in {len(prompt.token_ids)} tokens. Please reduce the length "
+                "of the input, or set truncate_prompt_tokens.",
                 "input",
                 "context_length_exceeded",
             )
-        prompts.append(EnginePrompt(text, ids))
-    return prompts
+    ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
+    streams = start_prompts(ctx, request_id, prompts, params, req.priority, _POOLING_FIELDS)
+    return EmbeddingJob(request_id, model, prompts, streams, req.encoding_format)
 
 
 async def create_embedding(ctx: ServingContext, job: EmbeddingJob) -> EmbeddingResponse:
@@ -95,7 +73,7 @@ async def create_embedding(ctx: ServingContext, job: EmbeddingJob) -> EmbeddingR
         assert isinstance(out, EmbeddingRequestOutput)
         vectors[i] = out.outputs.embedding
 
-    await run_prompts(ctx, job.request_id, job.prompts, job.params, job.priority, handle)
+    await run_streams(ctx, job.streams, handle)
     tokens = sum(len(p.token_ids) for p in job.prompts)
     return EmbeddingResponse(
         model=job.model,

@@ -1,54 +1,71 @@
-"""Running one API request on the engine: one engine request per prompt, merged and timed."""
+"""Running one API request on the engine: one engine request per prompt, merged and timed.
+
+The engine requests start while the API request is being checked (:func:`start_prompts`),
+so input the engine refuses is a 400 before any response begins; :func:`run_streams`
+then reads them and always leaves them closed, which aborts whatever still runs.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import anyio
+from anyio.abc import ObjectSendStream
 
-from llmkit.engine.async_engine import RequestStream
-from llmkit.errors import EngineDeadError, LLMKitError
-from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+from llmkit.engine.protocol import EngineOutput, OutputStream
+from llmkit.errors import LLMKitError
+from llmkit.outputs import EmbeddingRequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import bad_request, from_engine_error
+from llmkit.serving.errors import from_engine_error, from_value_error
+from llmkit.serving.prompts import EnginePrompt
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-EngineOutput = RequestOutput | EmbeddingRequestOutput
 OutputHandler = Callable[[int, EngineOutput], Awaitable[None]]
 
 
-@dataclass
-class EnginePrompt:
-    """A prompt tokenized by the serving layer, so the engine does not tokenize it again."""
-
-    text: str | None
-    token_ids: list[int]
-
-    def as_input(self) -> dict:
-        return {"prompt": self.text, "prompt_token_ids": self.token_ids}
-
-
-async def run_prompts(
+def start_prompts(
     ctx: ServingContext,
     request_id: str,
     prompts: list[EnginePrompt],
     params: SamplingParams | PoolingParams,
     priority: int,
-    handle: OutputHandler,
-) -> None:
-    """Start one engine request per prompt; pass each output to ``handle(prompt_index, out)``.
+    known: set[str],
+    renames: dict[str, str] | None = None,
+) -> list[OutputStream]:
+    """Start one engine request per prompt (``encode`` for pooling params).
 
-    Pooling params make them embedding requests (``engine.encode``), each with one output.
+    A ``ValueError`` from the engine becomes a 400 naming the parameter (one of ``known``,
+    renamed by ``renames`` to the request's name for it); nothing is left running then.
+    """
+    engine = ctx.engine
+    streams: list[OutputStream] = []
+    try:
+        for i, prompt in enumerate(prompts):
+            rid = request_id if len(prompts) == 1 else f"{request_id}-{i}"
+            if isinstance(params, PoolingParams):
+                stream = engine.encode(prompt.as_input(), params, request_id=rid, priority=priority)
+            else:
+                stream = engine.generate(prompt.as_input(), params, request_id=rid, priority=priority)
+            streams.append(stream)
+    except (ValueError, LLMKitError) as exc:
+        for stream in streams:
+            stream.close()
+        if isinstance(exc, ValueError):
+            raise from_value_error(exc, known, renames) from None
+        raise from_engine_error(exc) from exc
+    return streams
+
+
+async def run_streams(ctx: ServingContext, streams: list[OutputStream], handle: OutputHandler) -> None:
+    """Pass each output to ``handle(prompt_index, output)``, timing them for the metrics.
 
     However this ends (finished, cancelled by a disconnect, failed), every engine request
     is over when it returns: closing a stream aborts a request that still runs.
     """
-    streams = await _start(ctx, request_id, prompts, params, priority)
     trackers = [ctx.track() for _ in streams]
     reasons: list[set[str | None]] = [set() for _ in streams]
 
@@ -76,29 +93,7 @@ async def run_prompts(
             await stream.aclose()
 
 
-async def _start(
-    ctx: ServingContext,
-    request_id: str,
-    prompts: list[EnginePrompt],
-    params: SamplingParams | PoolingParams,
-    priority: int,
-) -> list[RequestStream]:
-    start = ctx.engine.encode if isinstance(params, PoolingParams) else ctx.engine.generate
-    streams: list[RequestStream] = []
-    try:
-        for i, prompt in enumerate(prompts):
-            rid = request_id if len(prompts) == 1 else f"{request_id}-{i}"
-            streams.append(start(prompt.as_input(), params, request_id=rid, priority=priority))
-    except (ValueError, EngineDeadError) as exc:
-        for stream in streams:
-            await stream.aclose()
-        if isinstance(exc, ValueError):
-            raise bad_request(str(exc)) from None
-        raise from_engine_error(exc) from exc
-    return streams
-
-
-async def _for_each_output(streams: list[RequestStream], handle: OutputHandler) -> None:
+async def _for_each_output(streams: list[OutputStream], handle: OutputHandler) -> None:
     if len(streams) == 1:
         async for out in streams[0]:
             await handle(0, out)
@@ -107,7 +102,9 @@ async def _for_each_output(streams: list[RequestStream], handle: OutputHandler) 
     # deltas meanwhile rather than queueing them here.
     send, receive = anyio.create_memory_object_stream[tuple[int, EngineOutput]](0)
 
-    async def pump(i: int, stream: RequestStream, send) -> None:
+    async def pump(
+        i: int, stream: OutputStream, send: ObjectSendStream[tuple[int, EngineOutput]]
+    ) -> None:
         async with send:
             async for out in stream:
                 await send.send((i, out))

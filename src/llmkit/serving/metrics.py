@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from llmkit.engine.async_engine import AsyncEngine
+    from llmkit.engine.protocol import EngineProtocol
 
 
 _LATENCY_BUCKETS = (
@@ -29,7 +29,7 @@ _REASONS = ("abort", "length", "stop")
 class _EngineCollector(Collector):
     """Reads the engine's published stats when scraped; costs nothing between scrapes."""
 
-    def __init__(self, engine: AsyncEngine):
+    def __init__(self, engine: EngineProtocol):
         self._engine = engine
 
     def collect(self) -> Iterator[Metric]:
@@ -62,9 +62,9 @@ class _EngineCollector(Collector):
 
 
 class ServerMetrics:
-    """The metrics of one served app; ``track()`` starts timing one engine request."""
+    """The metrics of one served app; a :class:`RequestTracker` times one engine request."""
 
-    def __init__(self, engine: AsyncEngine):
+    def __init__(self, engine: EngineProtocol):
         self.registry = CollectorRegistry()
         self.registry.register(_EngineCollector(engine))
         reg = self.registry
@@ -89,9 +89,6 @@ class ServerMetrics:
         self.failed = Counter(
             "llmkit:request_failure", "Requests the engine failed on.", registry=reg
         )
-
-    def track(self) -> RequestTracker:
-        return RequestTracker(self)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

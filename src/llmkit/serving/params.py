@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
-from llmkit.engine.processor import InputProcessor
 from llmkit.protocol.openai import SamplingFields
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 from llmkit.serving.errors import bad_request, from_value_error
 
-_PARAM_NAMES = {f.name for f in dataclasses.fields(SamplingParams)}
+# The names an engine error may start with; a request may call some of them otherwise.
+PARAM_NAMES = {f.name for f in dataclasses.fields(SamplingParams)}
+
+T = TypeVar("T")
 
 
 def build_sampling_params(
@@ -23,7 +26,8 @@ def build_sampling_params(
     """The engine's parameters for a completion or chat request.
 
     Outputs come as deltas in both modes: a stream forwards them, a plain request joins
-    them, and either way the metrics see every token as it arrives.
+    them, and either way the metrics see every token as it arrives. Limits that depend on
+    the engine (``max_logprobs``, the vocabulary) are checked once, when it starts them.
     """
     try:
         return SamplingParams(
@@ -50,30 +54,7 @@ def build_sampling_params(
             output_kind=RequestOutputKind.DELTA,
         )
     except ValueError as exc:
-        raise from_value_error(exc, _PARAM_NAMES, renames) from None
-
-
-def check_logprobs(value: int | None, limit: int, param: str) -> None:
-    """A request may not ask for more logprobs than the server allows (vLLM's --max-logprobs)."""
-    if value is not None and value > limit:
-        raise bad_request(
-            f"{param}={value} is more than this server allows (max_logprobs={limit})", param
-        )
-
-
-def check_with_engine(
-    processor: InputProcessor, params: SamplingParams, prompt_len: int, renames: dict[str, str]
-) -> None:
-    """The engine's own checks (token ids in the vocabulary...), now rather than at submit."""
-    try:
-        processor.check_sampling(params, prompt_len)
-    except ValueError as exc:
-        raise from_value_error(exc, _PARAM_NAMES, renames) from None
-
-
-def check_stream_options(req: SamplingFields) -> None:
-    if req.stream_options is not None and not req.stream:
-        raise bad_request("stream_options can only be set when stream is true", "stream_options")
+        raise from_value_error(exc, PARAM_NAMES, renames) from None
 
 
 def check_context_length(
@@ -101,7 +82,7 @@ def check_context_length(
         )
 
 
-def _default(value, default):
+def _default(value: T | None, default: T) -> T:
     return default if value is None else value
 
 

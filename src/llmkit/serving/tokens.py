@@ -16,10 +16,10 @@ from llmkit.serving.errors import bad_request
 
 
 def list_models(ctx: ServingContext) -> ModelList:
-    root = ctx.engine.config.model
+    info = ctx.engine.model_info
     return ModelList(
         data=[
-            ModelCard(id=name, root=root, max_model_len=ctx.engine.max_model_len)
+            ModelCard(id=name, root=info.name, max_model_len=info.max_model_len)
             for name in ctx.model_names
         ]
     )
@@ -44,7 +44,7 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
         ids = tokenizer.encode(req.prompt, add_special_tokens=add_special)
     return TokenizeResponse(
         count=len(ids),
-        max_model_len=ctx.engine.max_model_len,
+        max_model_len=ctx.engine.model_info.max_model_len,
         tokens=ids,
         token_strs=[tokenizer.token_text(t) for t in ids] if req.return_token_strs else None,
     )
@@ -52,7 +52,7 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
 
 def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeResponse:
     ctx.resolve_model(req.model)
-    vocab = ctx.engine.processor.vocab_size
+    vocab = ctx.engine.model_info.vocab_size
     bad = [t for t in req.tokens if not 0 <= t < vocab]
     if bad:
         raise bad_request(f"token id {bad[0]} is out of vocabulary (0..{vocab - 1})", "tokens")

@@ -25,8 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 import llmkit
-from llmkit.engine.async_engine import AsyncEngine
-from llmkit.serving.metrics import ServerMetrics
+from llmkit.engine.protocol import EngineProtocol
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -38,6 +37,7 @@ from llmkit.protocol.openai import (
 from llmkit.serving import chat, completions, embeddings, tokens
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
+from llmkit.serving.metrics import ServerMetrics
 from llmkit.transports.http_middleware import ApiKeyMiddleware, RequestContextMiddleware, request_id
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
 
@@ -49,7 +49,7 @@ _CLIENT_CLOSED = 499
 
 
 def create_app(
-    engine: AsyncEngine,
+    engine: EngineProtocol,
     *,
     served_model_name: str | Sequence[str] | None = None,
     api_key: str | Sequence[str] | None = None,
@@ -75,7 +75,7 @@ def create_app(
     if isinstance(served_model_name, str):
         names = [served_model_name]
     else:
-        names = list(served_model_name or []) or [engine.config.model]
+        names = list(served_model_name or []) or [engine.model_info.name]
     ctx = ServingContext(
         engine=engine,
         model_names=names,
@@ -127,7 +127,7 @@ def create_app(
     return app
 
 
-def _engine_lifespan(engine: AsyncEngine):
+def _engine_lifespan(engine: EngineProtocol):
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with engine:

@@ -1,0 +1,146 @@
+"""The engine protocol: what serving/ and every transport may use of an engine.
+
+An in-process :class:`~llmkit.engine.async_engine.AsyncEngine`, a client of an engine in
+another process (the unix-socket ``EngineClient``) and a group of replicas all implement
+it, so ``create_app`` serves any of them unchanged. Input processing (tokenization, chat
+rendering, checks) happens on the caller's side of the protocol and raises ``ValueError``
+before anything is queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Union, runtime_checkable
+
+from llmkit.engine.stats import EngineStats
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+from llmkit.sampling_params import PoolingParams, SamplingParams
+
+if TYPE_CHECKING:
+    from llmkit.engine.tokenizer import Tokenizer
+
+Task = Literal["generate", "embed"]
+
+
+class TokensPrompt(TypedDict, total=False):
+    """A prompt as token ids, with the text they came from when there is one."""
+
+    prompt: str | None
+    prompt_token_ids: list[int]
+
+
+# A string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``.
+PromptType = Union[str, list[int], TokensPrompt, dict[str, Any]]
+EngineOutput = Union[RequestOutput, EmbeddingRequestOutput]
+Conversation = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a client needs to know of the served model to check and tokenize input."""
+
+    name: str  # the model as configured (a directory, or "demo")
+    tokenizer: str  # the tokenizer's directory, loadable with transformers
+    task: Task  # what this engine serves
+    max_model_len: int
+    vocab_size: int
+    hidden_size: int
+    max_logprobs: int
+    is_encoder: bool  # an embedding-only encoder (BERT), which cannot generate
+
+    @property
+    def supports_generate(self) -> bool:
+        return self.task == "generate"
+
+    @property
+    def supports_embed(self) -> bool:
+        return self.task == "embed"
+
+
+class OutputStream(Protocol):
+    """One request's outputs; leaving the ``async for`` early (or ``aclose``) aborts it."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    def __aiter__(self) -> AsyncIterator[EngineOutput]: ...
+
+    async def __anext__(self) -> EngineOutput: ...
+
+    async def aclose(self) -> None: ...
+
+    def close(self) -> None:
+        """Abort the request if it still runs; needs no event loop (``aclose`` is the same)."""
+        ...
+
+
+@runtime_checkable
+class EngineProtocol(Protocol):
+    """The engine's public surface. ``generate``/``encode``/``chat`` raise ``ValueError`` for
+    bad input and :class:`~llmkit.errors.LLMKitError` subclasses when the engine cannot
+    take work; their streams raise ``LLMKitError`` subclasses if the engine fails."""
+
+    @property
+    def model_info(self) -> ModelInfo: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+
+    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
+        """Checked token ids of ``prompt``; ``truncate`` keeps the last tokens (-1: max_model_len)."""
+        ...
+
+    def render_chat(
+        self,
+        messages: Conversation,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> TokensPrompt:
+        """A conversation rendered through the chat template and tokenized."""
+        ...
+
+    def generate(
+        self,
+        prompt: PromptType,
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> OutputStream: ...
+
+    def encode(
+        self,
+        prompt: PromptType,
+        pooling_params: PoolingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> OutputStream: ...
+
+    def chat(
+        self,
+        messages: Conversation,
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> OutputStream: ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    def stats(self) -> EngineStats: ...
+
+    def is_healthy(self) -> bool: ...
+
+    async def __aenter__(self) -> EngineProtocol: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...

@@ -1,0 +1,53 @@
+"""API prompts -> engine prompts: one or many strings or token-id lists, tokenized and checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmkit.engine.protocol import TokensPrompt
+from llmkit.protocol.openai import PromptInput
+from llmkit.serving.context import ServingContext
+from llmkit.serving.errors import bad_request, from_value_error
+
+
+@dataclass
+class EnginePrompt:
+    """A prompt tokenized by the serving layer, so the engine does not tokenize it again."""
+
+    text: str | None
+    token_ids: list[int]
+
+    def as_input(self) -> TokensPrompt:
+        return {"prompt": self.text, "prompt_token_ids": self.token_ids}
+
+
+def tokenize_inputs(
+    ctx: ServingContext,
+    inputs: PromptInput,
+    param: str,
+    truncate: int | None = None,
+    refuse_empty_text: bool = False,
+) -> list[EnginePrompt]:
+    """A string, a list of token ids, or a list of either, as engine prompts.
+
+    ``refuse_empty_text``: an empty string is an error (OpenAI's embeddings refuse it; a
+    tokenizer would turn it into [CLS] [SEP] and embed that).
+    """
+    if isinstance(inputs, list) and not inputs:
+        raise bad_request(f"{param} must not be empty", param)
+    single = isinstance(inputs, str) or isinstance(inputs[0], int)
+    items = [inputs] if single else inputs
+    prompts = []
+    for i, item in enumerate(items):
+        where = param if single else f"{param}[{i}]"
+        if refuse_empty_text and not item:
+            raise bad_request(f"{where} must not be empty", param)
+        try:
+            prompt = ctx.engine.tokenize(item, truncate)
+        except ValueError as exc:
+            error = from_value_error(exc, {"truncate_prompt_tokens"}, default=param)
+            if error.param == param:
+                error = bad_request(f"{where}: {exc}", param)
+            raise error from None
+        prompts.append(EnginePrompt(prompt.get("prompt"), prompt["prompt_token_ids"]))
+    return prompts
