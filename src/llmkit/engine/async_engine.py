@@ -8,7 +8,6 @@ closing a stream, or cancelling the task reading it, aborts the request.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
@@ -20,6 +19,7 @@ import anyio
 
 from llmkit.config import EngineConfig
 from llmkit.engine.core import EngineCore
+from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import (
@@ -39,23 +39,13 @@ logger = logging.getLogger(__name__)
 _Command = Callable[[EngineCore], None]
 
 
-def _threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
-    """A function that runs a callback soon on the current event loop, from any thread."""
-    try:
-        return asyncio.get_running_loop().call_soon_threadsafe
-    except RuntimeError:  # not asyncio: anyio's other backend is trio
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-
-
 class RequestStream:
     """Async iterator over one request's outputs; leaving it early aborts the request."""
 
     def __init__(self, engine: AsyncEngine, state: RequestState):
         self._engine = engine
         self._state = state
-        self._schedule = _threadsafe_scheduler()
+        self._schedule = threadsafe_scheduler()
         self._event: anyio.Event | None = None
         self._wake_pending = False
         self._done = False

@@ -152,6 +152,23 @@ class InputProcessor:
                 f"{self.max_model_len}; shorten it or set truncate_prompt_tokens"
             )
 
+    def prepare(self, prompt: PromptType, params: SamplingParams | PoolingParams) -> TokensPrompt:
+        """The checked token ids of one prompt for ``params``: every check but the request id's.
+
+        A client of an engine in another process runs this before sending anything.
+        """
+        self.check_task(params)
+        if isinstance(params, PoolingParams):
+            self.check_pooling_params(params)
+            tokens = self.tokenize(prompt, params.truncate_prompt_tokens)
+            self.check_pooling(len(tokens["prompt_token_ids"]))
+            return tokens
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"expected SamplingParams or PoolingParams, got {type(params).__name__}")
+        tokens = self.tokenize(prompt)
+        self.check_sampling(params, len(tokens["prompt_token_ids"]))
+        return tokens
+
     def process(
         self,
         prompt: PromptType,
@@ -161,17 +178,10 @@ class InputProcessor:
     ) -> tuple[RequestState, list[Request]]:
         """Tokenize and check one prompt; returns its output state and the core's requests."""
         request_id = request_id or new_request_id()
-        self.check_task(params)
+        text, ids = _unpack(self.prepare(prompt, params))
         if isinstance(params, PoolingParams):
-            self.check_pooling_params(params)
-            text, ids = _unpack(self.tokenize(prompt, params.truncate_prompt_tokens))
-            self.check_pooling(len(ids))
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
             return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
-        if not isinstance(params, SamplingParams):
-            raise ValueError(f"expected SamplingParams or PoolingParams, got {type(params).__name__}")
-        text, ids = _unpack(self.tokenize(prompt))
-        self.check_sampling(params, len(ids))
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         completions, requests = [], []
