@@ -1,0 +1,434 @@
+"""EngineClient: an engine in another process, reached over its unix socket, as an EngineProtocol.
+
+Input is checked and tokenized here, with the engine's own tokenizer (its directory is on
+the same machine), so bad input raises ``ValueError`` before anything is sent. One
+connection carries every request; a reader task hands each request's outputs to its
+stream, merging what a slow reader has not taken yet, and a writer task sends what the
+streams queue, so closing a stream (even from a finaliser) needs no event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import logging
+import os
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
+
+from llmkit.engine.loop import threadsafe_scheduler
+from llmkit.engine.processor import InputProcessor, new_request_id
+from llmkit.engine.protocol import (
+    Conversation,
+    EngineOutput,
+    ModelInfo,
+    PromptType,
+    TokensPrompt,
+)
+from llmkit.engine.stats import EngineStats
+from llmkit.engine.tokenizer import Tokenizer
+from llmkit.errors import EngineDeadError, EngineNotStartedError
+from llmkit.protocol.stream import (
+    PROTOCOL_VERSION,
+    Message,
+    abort_request,
+    close_request,
+    error_from_wire,
+    hello_request,
+    model_info_from_wire,
+    output_from_wire,
+    stats_from_wire,
+    submit_request,
+)
+from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FrameReader, frame_size, pack
+from llmkit.transports.output_assembly import OutputAssembler, wire_params
+
+logger = logging.getLogger(__name__)
+
+HANDSHAKE_TIMEOUT_S = 30.0
+_CLOSE_TIMEOUT_S = 5.0
+_CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+class _Request:
+    """A request in flight, as the reader task and its stream share it."""
+
+    def __init__(self, request_id: str, wire_id: str, params: SamplingParams | PoolingParams):
+        self.request_id = request_id
+        self.wire_id = wire_id
+        self.assembler = OutputAssembler(params)
+        self.error: Exception | None = None
+        self.event: anyio.Event | None = None
+
+    def wake(self) -> None:
+        if self.event is not None:
+            self.event.set()
+
+
+class ClientStream:
+    """One request's outputs; leaving the ``async for`` early (or ``close``) aborts it."""
+
+    def __init__(self, client: EngineClient, request: _Request):
+        self._client = client
+        self._request = request
+        self._done = False
+
+    @property
+    def request_id(self) -> str:
+        return self._request.request_id
+
+    def __aiter__(self) -> ClientStream:
+        return self
+
+    async def __anext__(self) -> EngineOutput:
+        if self._done:
+            raise StopAsyncIteration
+        request = self._request
+        try:
+            while True:
+                if request.error is not None:
+                    raise request.error
+                output = request.assembler.take()
+                if output is not None:
+                    if output.finished:
+                        self._close()
+                    return output
+                if self._client._dead is not None:
+                    raise EngineDeadError(self._client._dead)
+                request.event = anyio.Event()
+                await request.event.wait()
+        except BaseException:
+            self._close()
+            raise
+
+    async def aclose(self) -> None:
+        self._close()
+
+    def close(self) -> None:
+        """Stop reading; aborts the request if it still runs. Needs no event loop."""
+        self._close()
+
+    def _close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._client._drop(self._request)
+
+    def __del__(self) -> None:
+        # A consumer that breaks out of ``async for`` simply drops the stream.
+        if not getattr(self, "_done", True):
+            self._close()
+
+
+class EngineClient:
+    """The engine served at ``path`` by :func:`~llmkit.transports.unix.serve_unix`::
+
+        async with EngineClient("/run/llmkit.sock") as engine:
+            async for out in engine.generate("Hello", SamplingParams(max_tokens=8)):
+                print(out.outputs[0].text)
+
+    It implements :class:`~llmkit.engine.protocol.EngineProtocol`, so ``create_app`` serves
+    it as it would an ``AsyncEngine``. If the engine's process dies or the connection
+    drops, every open stream raises ``EngineDeadError`` and ``is_healthy()`` is False.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+        self.path = os.fspath(path)
+        self._max_frame_bytes = max_frame_bytes
+        self._server_max_frame_bytes = max_frame_bytes
+        self._processor: InputProcessor | None = None
+        self._socket: SocketStream | None = None
+        self._tasks: TaskGroup | None = None
+        self._requests: dict[str, _Request] = {}  # by wire id
+        self._wire_ids: dict[str, str] = {}  # request id -> wire id
+        self._numbers = itertools.count()
+        self._outbox: deque[bytes] = deque()
+        self._writer_wake: anyio.Event | None = None
+        self._dead: str | None = None  # why the connection is over
+        self._stats: EngineStats | None = None
+        self._healthy = False
+        self._loop_thread: int | None = None
+        self._schedule: Callable[[Callable[[], None]], None] | None = None
+
+    # ---- lifetime ------------------------------------------------------------------
+
+    async def __aenter__(self) -> EngineClient:
+        """Connect, shake hands, and load the engine's tokenizer."""
+        if self._socket is not None or self._dead is not None:
+            raise RuntimeError("an EngineClient connects once; make a new one")
+        stream = await anyio.connect_unix(self.path)
+        try:
+            reader = FrameReader(stream, self._max_frame_bytes)
+            with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
+                await stream.send(pack(hello_request()))
+                info = self._accept_hello(await reader.receive())
+            tokenizer = await anyio.to_thread.run_sync(Tokenizer, info.tokenizer)
+        except anyio.EndOfStream:
+            await stream.aclose()
+            raise ConnectionError(f"the engine at {self.path} closed the connection during the handshake") from None
+        except BaseException:
+            await stream.aclose()
+            raise
+        self._socket = stream
+        self._processor = InputProcessor(info, tokenizer)
+        self._loop_thread = threading.get_ident()
+        self._schedule = threadsafe_scheduler()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self._read, reader)
+        self._tasks.start_soon(self._write)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        """Disconnect: the engine aborts what still runs; open streams raise EngineDeadError."""
+        tasks, stream = self._tasks, self._socket
+        if tasks is None or stream is None:
+            return None
+        self._tasks = None
+        self._fail("the client was closed")
+        # Shutting the socket down ends the reader and writer at EOF. Cancelling them in a
+        # wait on the socket instead races, on asyncio, with the socket turning readable.
+        shutdown_socket(stream)
+        tasks.cancel_scope.deadline = anyio.current_time() + _CLOSE_TIMEOUT_S
+        try:
+            return await tasks.__aexit__(*exc_info)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+    def _accept_hello(self, reply: Message) -> ModelInfo:
+        if reply.get("type") == "error":
+            error = reply["error"]
+            if error.get("code") == "permission_denied":
+                raise PermissionError(errno.EACCES, error["message"], self.path)
+            raise ConnectionError(f"the engine at {self.path} refused the connection: {error['message']}")
+        if reply.get("type") != "hello" or reply.get("version") != PROTOCOL_VERSION:
+            raise ConnectionError(f"the engine at {self.path} does not speak protocol version {PROTOCOL_VERSION}")
+        self._stats = stats_from_wire(reply["stats"])
+        self._healthy = bool(reply["healthy"])
+        self._server_max_frame_bytes = reply.get("max_frame_bytes", self._max_frame_bytes)
+        return model_info_from_wire(reply["model_info"])
+
+    def is_healthy(self) -> bool:
+        return self._dead is None and self._processor is not None and self._healthy
+
+    def stats(self) -> EngineStats:
+        """The engine's stats as it last sent them (it sends them when they change)."""
+        self._connected()
+        assert self._stats is not None
+        return self._stats
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self._connected().info
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._connected().tokenizer
+
+    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
+        """Checked token ids of ``prompt``; ``truncate`` keeps the last tokens (-1: max_model_len)."""
+        return self._connected().tokenize(prompt, truncate)
+
+    def render_chat(
+        self,
+        messages: Conversation,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> TokensPrompt:
+        """A conversation rendered through the chat template and tokenized."""
+        return self._connected().render_chat(
+            messages, chat_template, chat_template_kwargs, add_generation_prompt,
+            continue_final_message, tools,
+        )
+
+    # ---- requests ------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: PromptType,
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> ClientStream:
+        """Start a request; invalid input raises ``ValueError`` here, before anything is sent."""
+        return self._start("generate", prompt, sampling_params or SamplingParams(), request_id, priority)
+
+    def encode(
+        self,
+        prompt: PromptType,
+        pooling_params: PoolingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+    ) -> ClientStream:
+        """Start a pooling (embedding) request; its stream yields one output."""
+        return self._start("encode", prompt, pooling_params or PoolingParams(), request_id, priority)
+
+    def chat(
+        self,
+        messages: Conversation,
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+        chat_template: str | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> ClientStream:
+        """Like :meth:`generate`, on a conversation rendered here through the chat template."""
+        prompt = self.render_chat(
+            messages, chat_template, chat_template_kwargs, add_generation_prompt,
+            continue_final_message, tools,
+        )
+        return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
+
+    async def abort(self, request_id: str) -> None:
+        """Abort a request; its reader gets a final output with finish reason "abort"."""
+        wire_id = self._wire_ids.get(request_id)
+        if wire_id is not None and self._dead is None:
+            self._send(pack(abort_request(wire_id)))
+
+    def _start(
+        self,
+        kind: str,
+        prompt: PromptType,
+        params: SamplingParams | PoolingParams,
+        request_id: str | None,
+        priority: int,
+    ) -> ClientStream:
+        if self._dead is not None:
+            raise EngineDeadError(f"the engine is not reachable: {self._dead}")
+        tokens = self._connected().prepare(prompt, params)
+        request_id = request_id or new_request_id()
+        if request_id in self._wire_ids:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        wire_id = format(next(self._numbers), "x")
+        frame = pack(submit_request(kind, wire_id, tokens, wire_params(params), priority))
+        if frame_size(frame) > self._server_max_frame_bytes:
+            raise ValueError(
+                f"the request is {frame_size(frame)} bytes long encoded, more than the engine "
+                f"takes ({self._server_max_frame_bytes} bytes)"
+            )
+        request = self._requests[wire_id] = _Request(request_id, wire_id, params)
+        self._wire_ids[request_id] = wire_id
+        self._send(frame)
+        return ClientStream(self, request)
+
+    def _connected(self) -> InputProcessor:
+        if self._processor is None:
+            raise EngineNotStartedError(
+                "the client is not connected: use `async with EngineClient(path) as engine`"
+            )
+        return self._processor
+
+    def _forget(self, request: _Request) -> None:
+        self._requests.pop(request.wire_id, None)
+        if self._wire_ids.get(request.request_id) == request.wire_id:
+            del self._wire_ids[request.request_id]
+
+    def _drop(self, request: _Request) -> None:
+        """A stream was closed: forget its request, and abort it if it still runs."""
+        if threading.get_ident() != self._loop_thread:
+            # A finaliser on another thread: do it on the loop (gone: nothing to abort).
+            if self._schedule is not None:
+                with contextlib.suppress(RuntimeError):
+                    self._schedule(partial(self._drop, request))
+            return
+        if self._requests.get(request.wire_id) is request:
+            self._forget(request)
+            if self._dead is None:
+                self._send(pack(close_request(request.wire_id)))
+
+    # ---- the connection's tasks ------------------------------------------------------
+
+    def _send(self, frame: bytes) -> None:
+        self._outbox.append(frame)
+        self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        if self._writer_wake is not None:
+            self._writer_wake.set()
+
+    async def _write(self) -> None:
+        assert self._socket is not None
+        try:
+            while self._dead is None:
+                if not self._outbox:
+                    self._writer_wake = anyio.Event()
+                    await self._writer_wake.wait()
+                    continue
+                frames = [self._outbox.popleft() for _ in range(len(self._outbox))]
+                await self._socket.send(b"".join(frames))
+        except _CONNECTION_ERRORS as exc:
+            self._fail(f"the connection to the engine at {self.path} broke ({exc!r})")
+
+    async def _read(self, reader: FrameReader) -> None:
+        try:
+            while True:
+                self._dispatch(await reader.receive())
+        except anyio.EndOfStream:
+            self._fail(f"the engine at {self.path} closed the connection")
+        except _CONNECTION_ERRORS as exc:
+            self._fail(f"the connection to the engine at {self.path} broke ({exc!r})")
+        except FrameError as exc:
+            self._fail(f"the engine at {self.path} sent a bad frame: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a malformed message must end only this client
+            logger.exception("bad message from the engine at %s", self.path)
+            self._fail(f"the engine at {self.path} sent a bad message ({exc!r})")
+
+    def _dispatch(self, message: Message) -> None:
+        kind = message["type"]
+        if kind in ("output", "final"):
+            request = self._requests.get(message["id"])
+            if request is None:
+                return  # its stream was closed; the engine had sent this before it knew
+            request.assembler.add(output_from_wire(message["output"], request.request_id))
+            if kind == "final":
+                self._forget(request)
+            request.wake()
+        elif kind == "error":
+            if message["id"] is None:  # about the connection, which the engine closes next
+                logger.warning("the engine at %s: %s", self.path, message["error"]["message"])
+                return
+            request = self._requests.get(message["id"])
+            if request is None:
+                return  # about a request whose stream was closed here
+            self._forget(request)
+            request.error = error_from_wire(message["error"])
+            request.wake()
+        elif kind == "stats":
+            self._stats = stats_from_wire(message["stats"])
+            self._healthy = bool(message["healthy"])
+        elif kind == "health":
+            self._healthy = bool(message["healthy"])
+
+    def _fail(self, why: str) -> None:
+        """The connection is over: every open stream raises EngineDeadError."""
+        if self._dead is not None:
+            return
+        self._dead = why
+        self._healthy = False
+        self._wake_writer()
+        for request in list(self._requests.values()):
+            request.wake()
+
+
+def shutdown_socket(stream: SocketStream) -> None:
+    """Both directions of ``stream`` end: a pending read sees EOF, a pending write an error."""
+    with contextlib.suppress(OSError):
+        stream.extra(SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)
