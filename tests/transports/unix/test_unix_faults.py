@@ -1,0 +1,219 @@
+"""Bad frames and bad messages over a real socket: each gets its answer, the engine serves on."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+
+from llmkit.protocol.stream import PROTOCOL_VERSION, params_to_wire
+from llmkit.sampling_params import SamplingParams
+from llmkit.transports.unix import serve_unix
+
+from unix_helpers import settled
+
+pytestmark = pytest.mark.anyio
+
+SHORT = params_to_wire(SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))
+LONG = params_to_wire(SamplingParams(temperature=0, max_tokens=400, ignore_eos=True))
+
+
+def generate(rid: str, prompt: object = "Hello", params: dict = SHORT, **extra: object) -> dict:
+    return {"type": "generate", "id": rid, "prompt": prompt, "params": params, **extra}
+
+
+async def assert_serves(conn, rid: str = "next") -> None:
+    await conn.send(generate(rid))
+    final = await conn.final(rid)
+    assert final["type"] == "final" and final["output"]["outputs"][0]["finish_reason"] == "length"
+
+
+async def test_a_request_streams_outputs_then_a_final(raw):
+    conn = await raw()
+    await conn.send(generate("a", {"prompt": "Hi", "prompt_token_ids": [1, 2, 3]}))
+    first = await conn.receive()
+    assert first["type"] == "output" and first["id"] == "a"
+    assert first["output"]["prompt_token_ids"] == [1, 2, 3]
+    rest = []
+    while (message := await conn.receive())["type"] != "final":
+        rest.append(message)
+    assert all("prompt_token_ids" not in m["output"] for m in [*rest, message])
+    assert message["output"]["finished"] and message["output"]["outputs"][0]["finish_reason"] == "length"
+
+
+async def test_garbage_frame_closes_only_that_connection(raw):
+    bystander = await raw()
+    await bystander.send(generate("long", params=LONG))
+    assert (await bystander.receive())["id"] == "long"
+    conn = await raw()
+    await conn.stream.send((5).to_bytes(4, "big") + b"\xc1\xc1\xc1\xc1\xc1")  # 0xc1: never used
+    error = await conn.receive()
+    assert error["type"] == "error" and error["error"]["code"] == "invalid_frame"
+    assert await conn.closed_by_peer()
+    await assert_serves(bystander)
+    await assert_serves(await raw())
+
+
+async def test_oversize_frame_is_refused_at_its_header(raw):
+    conn = await raw()
+    await conn.stream.send((1 << 31).to_bytes(4, "big") + b"\x00" * 16)  # 2 GiB announced
+    error = await conn.receive()
+    assert error["error"]["code"] == "frame_too_large" and str(1 << 31) in error["error"]["message"]
+    assert await conn.closed_by_peer()
+    await assert_serves(await raw())
+
+
+@pytest.mark.parametrize(
+    ("message", "param"),
+    [
+        ({"type": "teleport"}, "type"),
+        ({"no": "type"}, "type"),
+        (["not", "a", "map"], None),
+        ({"type": "generate", "prompt": "x"}, "id"),
+        (generate(""), "id"),
+        (generate("b", prompt=3.5), "prompt"),
+        (generate("b", prompt={"prompt_token_ids": ["a"]}), "prompt.prompt_token_ids"),
+        (generate("b", params={"temperature": "hot"}), "params.temperature"),
+        (generate("b", params={"n": True}), "params.n"),
+        (generate("b", params={"top_p": 0}), "params.top_p"),
+        (generate("b", params={"bogus": 1}), "params.bogus"),
+        (generate("b", params={"output_kind": 7}), "params.output_kind"),
+        (generate("b", params=[1]), "params"),
+        (generate("b", priority="high"), "priority"),
+        ({"type": "encode", "id": "b", "prompt": "x", "params": {"dimensions": 0}}, "params.dimensions"),
+        ({"type": "hello", "version": PROTOCOL_VERSION}, "type"),
+    ],
+)
+async def test_invalid_message_gets_an_error_naming_the_field_and_the_connection_stays(raw, message, param):
+    conn = await raw()
+    await conn.send(message)
+    error = await conn.receive()
+    assert error["type"] == "error" and error["error"]["param"] == param
+    assert error["error"]["type"] == "invalid_request_error" and error["error"]["message"]
+    if isinstance(message, dict) and message.get("id") == "b":
+        assert error["id"] == "b"
+    await assert_serves(conn)
+
+
+async def test_input_the_engine_refuses_gets_an_error_with_the_request_id(raw):
+    conn = await raw()
+    await conn.send(generate("oov", [1, 100_000]))
+    error = await conn.receive()
+    assert error["id"] == "oov" and "out of vocabulary" in error["error"]["message"]
+    await conn.send(generate("long", list(range(5, 600))))
+    error = await conn.receive()
+    assert error["id"] == "long" and "max_model_len" in error["error"]["message"]
+    await conn.send(generate("lp", params={"logprobs": 10_000}))
+    error = await conn.receive()
+    assert error["error"]["param"] == "params.logprobs"
+    await conn.send({"type": "encode", "id": "emb", "prompt": "x"})
+    assert "embeddings" in (await conn.receive())["error"]["message"]
+    await assert_serves(conn)
+
+
+async def test_abort_of_an_unknown_id_is_an_error(raw):
+    conn = await raw()
+    await conn.send({"type": "abort", "id": "ghost"})
+    error = await conn.receive()
+    assert error["id"] == "ghost" and error["error"]["code"] == "unknown_request"
+    await assert_serves(conn)
+
+
+async def test_abort_ends_the_request_with_a_final_abort(raw, engine):
+    conn = await raw()
+    await conn.send(generate("long", params=LONG))
+    await conn.receive()
+    await conn.send({"type": "abort", "id": "long"})
+    final = await conn.final("long")
+    assert final["type"] == "final" and final["output"]["outputs"][0]["finish_reason"] == "abort"
+    await settled(engine)
+
+
+async def test_duplicate_id_is_an_error_and_the_first_request_goes_on(raw, engine):
+    conn = await raw()
+    await conn.send(generate("twice", params=LONG))
+    await conn.send(generate("twice"))
+    messages = []
+    while (message := await conn.receive())["type"] != "error":
+        messages.append(message)
+    assert message["id"] == "twice" and message["error"]["code"] == "duplicate_request_id"
+    await conn.send({"type": "abort", "id": "twice"})
+    assert (await conn.final("twice"))["output"]["outputs"][0]["finish_reason"] == "abort"
+    await assert_serves(conn, "twice")  # free again once it ended
+    await settled(engine)
+
+
+async def test_closing_a_request_frees_it_and_its_id_at_once(raw, engine):
+    conn = await raw()
+    await conn.send(generate("x", params=LONG))
+    await conn.receive()
+    await conn.send({"type": "close", "id": "x"})
+    await assert_serves(conn, "x")
+    await settled(engine)
+
+
+async def test_stats_and_health_are_answered_and_pushed(raw, engine):
+    conn = await raw()
+    await conn.send({"type": "stats"})
+    stats = await conn.receive(stats=True)
+    assert stats["type"] == "stats" and stats["healthy"] is True
+    assert stats["stats"]["kv_blocks_total"] == engine.stats().kv_blocks_total
+    await conn.send({"type": "health"})
+    while (message := await conn.receive(stats=True))["type"] == "stats":
+        pass
+    assert message == {"type": "health", "healthy": True}
+
+
+async def test_handshake_must_come_first_and_match_the_version(raw):
+    conn = await raw(hello=False)
+    await conn.send(generate("early"))
+    assert (await conn.receive())["error"]["code"] == "handshake_required"
+    assert await conn.closed_by_peer()
+    conn = await raw(hello=False)
+    await conn.send({"type": "hello", "version": PROTOCOL_VERSION + 1})
+    error = await conn.receive()
+    assert error["error"]["code"] == "unsupported_version" and error["error"]["param"] == "version"
+    assert await conn.closed_by_peer()
+
+
+async def test_a_client_that_disconnects_aborts_all_its_requests(raw, engine):
+    conn = await raw()
+    for i in range(8):
+        await conn.send(generate(f"r{i}", params=LONG))
+    seen: set[str] = set()
+    while len(seen) < 8:
+        seen.add((await conn.receive())["id"])
+    assert engine.stats().num_running == 8
+    await conn.stream.aclose()
+    await settled(engine)
+
+
+async def test_socket_file_is_private_and_removed_after(engine, tmp_path):
+    path = tmp_path / "private.sock"
+    async with serve_unix(engine, path):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not path.exists()
+
+
+async def test_stale_socket_is_replaced_but_nothing_else(engine, tmp_path):
+    stale = tmp_path / "stale.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(stale))  # bound, never listening: as a crashed server leaves it
+    async with serve_unix(engine, stale):
+        with pytest.raises(OSError, match="another server"):
+            async with serve_unix(engine, stale):
+                pass
+        assert stale.exists()  # the live server's socket was left alone
+    regular = tmp_path / "file.sock"
+    regular.write_text("precious")
+    with pytest.raises(FileExistsError):
+        async with serve_unix(engine, regular):
+            pass
+    assert regular.read_text() == "precious"
+    link = tmp_path / "link.sock"
+    os.symlink(regular, link)
+    with pytest.raises(FileExistsError):
+        async with serve_unix(engine, link):
+            pass
