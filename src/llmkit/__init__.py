@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "AsyncEngine": "llmkit.engine.async_engine",
-    "RequestStream": "llmkit.engine.async_engine",
+    "RequestStream": "llmkit.engine.request_stream",
     "EngineStats": "llmkit.engine.stats",
     "EngineNotStartedError": "llmkit.errors",
     "EngineProtocol": "llmkit.engine.protocol",
@@ -52,7 +52,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
-    from llmkit.engine.async_engine import AsyncEngine, RequestStream
+    from llmkit.engine.async_engine import AsyncEngine
+    from llmkit.engine.request_stream import RequestStream
     from llmkit.engine.protocol import EngineProtocol, ModelInfo
     from llmkit.engine.stats import EngineStats
     from llmkit.engine.llm import LLM

@@ -1,9 +1,8 @@
 """AsyncEngine: the object apps embed. The core steps in its own thread; callers stream.
 
-Every request gets a :class:`RequestStream`. The core thread only appends to the
-request's state and wakes its reader; the reader builds one output from whatever
-arrived since it last read, so a slow reader costs the engine nothing. Dropping or
-closing a stream, or cancelling the task reading it, aborts the request.
+Every request gets a :class:`~llmkit.engine.request_stream.RequestStream`; commands
+(add, abort) reach the core thread through a queue, and outputs come back through the
+request's state.
 """
 
 from __future__ import annotations
@@ -19,100 +18,23 @@ import anyio
 
 from llmkit.config import EngineConfig
 from llmkit.engine.core import EngineCore
-from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import (
     Conversation,
-    EngineOutput,
     ModelInfo,
     PromptType,
     TokensPrompt,
 )
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.errors import EngineDeadError, EngineNotStartedError, RequestFailedError
+from llmkit.engine.request_stream import RequestStream
+from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
 
 _Command = Callable[[EngineCore], None]
-
-
-class RequestStream:
-    """Async iterator over one request's outputs; leaving it early aborts the request."""
-
-    def __init__(self, engine: AsyncEngine, state: RequestState):
-        self._engine = engine
-        self._state = state
-        self._schedule = threadsafe_scheduler()
-        self._event: anyio.Event | None = None
-        self._wake_pending = False
-        self._done = False
-
-    @property
-    def request_id(self) -> str:
-        return self._state.request_id
-
-    def __aiter__(self) -> RequestStream:
-        return self
-
-    async def __anext__(self) -> EngineOutput:
-        if self._done:
-            raise StopAsyncIteration
-        try:
-            while True:
-                dead = self._engine._dead
-                error = self._state.error
-                if error is not None:
-                    raise RequestFailedError(error)
-                output = self._state.take_output()
-                if output is not None:
-                    if output.finished:
-                        self._close()
-                    return output
-                if dead is not None:
-                    raise EngineDeadError(f"the engine stopped: {dead}") from None
-                self._event = anyio.Event()
-                # Re-check after publishing the event, or a wake in between would be lost.
-                if self._state.finished or self._state.error or self._engine._dead:
-                    continue
-                await self._event.wait()
-        except BaseException:
-            self._close()
-            raise
-
-    async def aclose(self) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop reading; aborts the request if it still runs."""
-        self._close()
-
-    def _close(self) -> None:
-        if not self._done:
-            self._done = True
-            self._engine._release(self._state)
-
-    def __del__(self) -> None:
-        # A consumer that breaks out of ``async for`` simply drops the stream.
-        if not getattr(self, "_done", True):
-            self._close()
-
-    def _wake_from_core(self) -> None:
-        """Called on the core thread: schedule one wake-up on the reader's loop."""
-        if self._wake_pending:
-            return
-        self._wake_pending = True
-        try:
-            self._schedule(self._wake)
-        except RuntimeError:
-            pass  # the reader's event loop is gone; nobody is waiting
-
-    def _wake(self) -> None:
-        self._wake_pending = False
-        if self._event is not None:
-            self._event.set()
 
 
 class AsyncEngine:
@@ -272,7 +194,7 @@ class AsyncEngine:
                 "the engine is not started: use `async with engine` or start()"
             )
         state, requests = self._processor.process(prompt, params, request_id, priority)
-        stream = RequestStream(self, state)
+        stream = RequestStream(state, lambda: self._dead, self._release)
         with self._lock:
             if state.request_id in self._streams:
                 raise ValueError(f"request id {state.request_id!r} is already in use")

@@ -1,0 +1,40 @@
+"""/v1/embeddings: the request and the response."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from llmkit.protocol.openai.common import PromptInput, RequestBody
+
+
+class EmbeddingRequest(RequestBody):
+    model: str | None = None
+    input: PromptInput
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+    # vLLM's extras.
+    truncate_prompt_tokens: int | None = None
+    normalize: bool | None = None
+    priority: int = 0
+
+
+class EmbeddingData(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    # Floats, or base64 of their little-endian float32 bytes.
+    embedding: list[float] | str
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
