@@ -34,8 +34,6 @@ from llmkit.protocol.stream import (
     Abort,
     Close,
     Hello,
-    Message,
-    ProtocolError,
     Query,
     Submit,
     engine_error_message,
@@ -44,8 +42,10 @@ from llmkit.protocol.stream import (
     hello_reply,
     output_message,
     parse_client_message,
+    protocol_error_message,
     stats_message,
 )
+from llmkit.protocol.stream_data import Message, ProtocolError
 from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FrameReader, pack
 from llmkit.transports.unix_client import EngineClient, shutdown_socket
 
@@ -245,7 +245,7 @@ class _Connection:
         try:
             message = parse_client_message(obj)
         except ProtocolError as exc:
-            await self._send(exc.to_message())
+            await self._send(protocol_error_message(exc))
             return False
         if not isinstance(message, Hello):
             await self._send(error_message("the first message must be hello", code="handshake_required"))
@@ -276,7 +276,7 @@ class _Connection:
                 else:
                     raise ProtocolError("hello was already done on this connection", "type")
             except ProtocolError as exc:
-                await self._send(exc.to_message())
+                await self._send(protocol_error_message(exc))
 
     async def _submit(self, message: Submit, tg: TaskGroup) -> None:
         rid = message.id

@@ -38,16 +38,13 @@ from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.protocol.stream import (
     PROTOCOL_VERSION,
-    Message,
     abort_request,
     close_request,
     error_from_wire,
     hello_request,
-    model_info_from_wire,
-    output_from_wire,
-    stats_from_wire,
     submit_request,
 )
+from llmkit.protocol.stream_data import Message, model_info_from_wire, output_from_wire, stats_from_wire
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FrameReader, frame_size, pack
 from llmkit.transports.output_assembly import OutputAssembler, wire_params

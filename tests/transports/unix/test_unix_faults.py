@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from llmkit.protocol.stream import PROTOCOL_VERSION, params_to_wire
+from llmkit.protocol.stream import PROTOCOL_VERSION
+from llmkit.protocol.stream_data import params_to_wire
 from llmkit.sampling_params import SamplingParams
 from llmkit.transports.unix import serve_unix
 

@@ -1,0 +1,239 @@
+"""Plain data of the stream protocol: params, outputs, stats and model info as msgpack-able values.
+
+What comes from a peer is checked field by field; a wrong one raises
+:class:`ProtocolError` naming it (``params.temperature``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import types
+import typing
+from array import array
+from functools import cache
+from typing import Any, Union
+
+from llmkit.engine.protocol import EngineOutput, ModelInfo
+from llmkit.engine.stats import EngineStats
+from llmkit.outputs import (
+    CompletionOutput,
+    EmbeddingOutput,
+    EmbeddingRequestOutput,
+    Logprob,
+    PositionLogprobs,
+    RequestOutput,
+)
+from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+
+Message = dict[str, Any]
+Params = Union[SamplingParams, PoolingParams]
+
+MISSING: Any = object()  # a field that is not there at all
+_OUTPUT_KINDS = {kind.value: kind for kind in RequestOutputKind}
+_LEADING_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\b")
+
+
+class ProtocolError(ValueError):
+    """A message that cannot be served; the peer gets an ``error`` message for it."""
+
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        code: str = "invalid_message",
+        request_id: str | None = None,
+    ):
+        super().__init__(message)
+        self.param = param
+        self.code = code
+        self.request_id = request_id
+
+
+# ---- params -----------------------------------------------------------------------------
+
+
+def params_to_wire(params: Params) -> Message:
+    data = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    data["output_kind"] = params.output_kind.value
+    return data
+
+
+def params_from_wire(data: Message, cls: type[Params], where: str = "params") -> Params:
+    """``cls`` built from ``data``, each field's type checked; errors name ``where.field``."""
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        param = f"{where}.{key}"
+        if key not in hints:
+            raise ProtocolError(f"{param} is not a {cls.__name__} field", param)
+        if key == "output_kind":
+            if not (isinstance(value, int) and value in _OUTPUT_KINDS):
+                raise ProtocolError(f"{param} must be 0, 1 or 2, got {value!r}", param)
+            value = _OUTPUT_KINDS[value]
+        elif not matches(value, hints[key]):
+            raise ProtocolError(f"{param} must be {describe(hints[key])}, got {kind_of(value)}", param)
+        kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:
+        raise ProtocolError(str(exc), param_of(exc, where) or where) from None
+
+
+def param_of(exc: ValueError, where: str = "params") -> str | None:
+    """``where.field`` for a params check's message, which starts with the field's name."""
+    match = _LEADING_NAME.match(str(exc))
+    if match and match.group(1) in _hints(SamplingParams).keys() | _hints(PoolingParams).keys():
+        return f"{where}.{match.group(1)}"
+    return None
+
+
+# ---- outputs, stats, model info -------------------------------------------------------------
+
+
+def output_to_wire(output: EngineOutput, first: bool) -> Message:
+    """An output as plain data; only a request's ``first`` one carries its prompt."""
+    data: Message = {"finished": output.finished}
+    if first:
+        data["prompt"] = output.prompt
+        data["prompt_token_ids"] = output.prompt_token_ids
+    if isinstance(output, EmbeddingRequestOutput):
+        data["embedding"] = _float32_bytes(output.outputs.embedding)
+        return data
+    data["num_cached_tokens"] = output.num_cached_tokens
+    data["prompt_logprobs"] = (
+        None if output.prompt_logprobs is None
+        else [None if p is None else _logprobs_to_wire(p) for p in output.prompt_logprobs]
+    )
+    data["outputs"] = [
+        {
+            "index": c.index,
+            "text": c.text,
+            "token_ids": c.token_ids,
+            "cumulative_logprob": c.cumulative_logprob,
+            "logprobs": None if c.logprobs is None else [_logprobs_to_wire(p) for p in c.logprobs],
+            "finish_reason": c.finish_reason,
+            "stop_reason": c.stop_reason,
+        }
+        for c in output.outputs
+    ]
+    return data
+
+
+def output_from_wire(data: Message, request_id: str) -> EngineOutput:
+    """The engine's output back from :func:`output_to_wire`; the prompt is None unless sent."""
+    prompt, prompt_ids = data.get("prompt"), data.get("prompt_token_ids") or []
+    if "embedding" in data:
+        embedding = EmbeddingOutput(_floats(data["embedding"]))
+        return EmbeddingRequestOutput(request_id, prompt, prompt_ids, embedding, data["finished"])
+    prompt_logprobs = data["prompt_logprobs"]
+    return RequestOutput(
+        request_id=request_id,
+        prompt=prompt,
+        prompt_token_ids=prompt_ids,
+        prompt_logprobs=None if prompt_logprobs is None else [
+            None if p is None else _logprobs_from_wire(p) for p in prompt_logprobs
+        ],
+        outputs=[
+            CompletionOutput(
+                index=c["index"],
+                text=c["text"],
+                token_ids=c["token_ids"],
+                cumulative_logprob=c["cumulative_logprob"],
+                logprobs=None if c["logprobs"] is None else [_logprobs_from_wire(p) for p in c["logprobs"]],
+                finish_reason=c["finish_reason"],
+                stop_reason=c["stop_reason"],
+            )
+            for c in data["outputs"]
+        ],
+        finished=data["finished"],
+        num_cached_tokens=data["num_cached_tokens"],
+    )
+
+
+def stats_to_wire(stats: EngineStats) -> Message:
+    return dataclasses.asdict(stats)
+
+
+def stats_from_wire(data: Message) -> EngineStats:
+    return EngineStats(**data)
+
+
+def model_info_to_wire(info: ModelInfo) -> Message:
+    return dataclasses.asdict(info)
+
+
+def model_info_from_wire(data: Message) -> ModelInfo:
+    return ModelInfo(**data)
+
+
+# ---- type checks ------------------------------------------------------------------------
+
+
+def matches(value: object, hint: Any) -> bool:
+    """Whether ``value`` (plain data) has the type ``hint`` names; bools are not numbers."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return any(matches(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        numbers = (int,) if hint is int else (int, float)
+        return isinstance(value, numbers) and not isinstance(value, bool)
+    if origin is list:
+        return isinstance(value, list) and all(matches(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            matches(k, args[0]) and matches(v, args[1]) for k, v in value.items()
+        )
+    return isinstance(value, hint)
+
+
+def describe(hint: Any) -> str:
+    """A type as an error message says it: "int or null", "a list of int"."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(describe(arg) for arg in args)
+    if hint is type(None):
+        return "null"
+    if hint is dict:
+        return "a map"
+    if origin is list:
+        return f"a list of {describe(args[0])}"
+    if origin is dict:
+        return f"a map of {describe(args[0])} to {describe(args[1])}"
+    return hint.__name__
+
+
+def kind_of(value: object) -> str:
+    return "nothing" if value is MISSING else "null" if value is None else type(value).__name__
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _logprobs_to_wire(position: PositionLogprobs) -> list[list[Any]]:
+    # Maps with int keys are not portable (JSON); a list keeps the engine's order too.
+    return [[token, lp.logprob, lp.rank, lp.decoded_token] for token, lp in position.items()]
+
+
+def _logprobs_from_wire(position: list[list[Any]]) -> PositionLogprobs:
+    return {token: Logprob(logprob, rank, text) for token, logprob, rank, text in position}
+
+
+def _float32_bytes(values: list[float]) -> bytes:
+    data = array("f", values)
+    if sys.byteorder == "big":
+        data.byteswap()
+    return data.tobytes()
+
+
+def _floats(data: bytes) -> list[float]:
+    values = array("f")
+    values.frombytes(data)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tolist()
