@@ -1,4 +1,4 @@
-"""The ``llmkit`` command: serve | run | chat | demo-model | bench."""
+"""The ``llmkit`` command: serve | engine | run | chat | demo-model | bench."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from llmkit.engine_args import add_engine_flags, engine_config
+from llmkit.engine_args import add_engine_flags, engine_config, engine_kwargs
 
 if TYPE_CHECKING:
+    from llmkit.engine.protocol import EngineProtocol
     from llmkit.serving.context import ServingContext
 
 # The only place llmkit reads an environment variable for a setting (see DESIGN.md).
@@ -38,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the OpenAI-compatible HTTP server")
-    serve.add_argument("model", help="a model directory, or 'demo'")
+    serve.add_argument("model", nargs="?", help="a model directory, or 'demo' (none with --engine-socket)")
+    serve.add_argument(
+        "--engine-socket", metavar="PATH",
+        help="serve the engine that `llmkit engine MODEL --socket PATH` runs, loading no model here",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--uds", help="listen on this unix socket instead of host:port")
@@ -63,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add_engine_flags(serve)
     serve.set_defaults(handler=_serve)
+
+    engine = commands.add_parser(
+        "engine", help="run an engine without HTTP, for `serve --engine-socket` and other local processes"
+    )
+    engine.add_argument("model", help="a model directory, or 'demo'")
+    engine.add_argument("--socket", required=True, metavar="PATH", help="the unix socket to serve on")
+    engine.add_argument(
+        "--socket-allow-uid", type=int, action="append", default=[], metavar="UID",
+        help="also let this user id connect (repeatable); the engine's own user and root always may",
+    )
+    engine.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="how much to log"
+    )
+    add_engine_flags(engine)
+    engine.set_defaults(handler=_engine)
 
     run = commands.add_parser("run", help="stream one completion to stdout")
     run.add_argument("model", help="a model directory, or 'demo'")
@@ -117,15 +137,13 @@ def _read_template(value: str | None) -> str | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from llmkit.engine.async_engine import AsyncEngine
     from llmkit.transports.http import create_app
 
     keys = args.api_key or ([os.environ[API_KEY_ENV]] if os.environ.get(API_KEY_ENV) else None)
-    # The model loads before the port opens, so a client that can connect can be served.
-    engine = AsyncEngine(engine_config(args.model, args))
+    engine, name = _served_engine(args)
     app = create_app(
         engine,
-        served_model_name=args.served_model_name or [args.model],
+        served_model_name=args.served_model_name or [name],
         api_key=keys,
         allowed_origins=_split(args.allowed_origins),
         allowed_methods=_split(args.allowed_methods) or ["*"],
@@ -152,6 +170,31 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
+    """The engine ``serve`` fronts, and its model's name."""
+    if args.engine_socket is None:
+        if not args.model:
+            raise SystemExit("llmkit serve: error: give a MODEL, or --engine-socket PATH")
+        from llmkit.engine.async_engine import AsyncEngine
+
+        # The model loads before the port opens, so a client that can connect can be served.
+        return AsyncEngine(engine_config(args.model, args)), args.model
+    if args.model or engine_kwargs(args):
+        raise SystemExit(
+            "llmkit serve: error: with --engine-socket the model and its engine flags belong to "
+            "`llmkit engine`"
+        )
+    import anyio
+
+    from llmkit.transports.unix_client import EngineClient, fetch_model_info
+
+    try:
+        info = anyio.run(fetch_model_info, args.engine_socket)
+    except OSError as exc:
+        raise SystemExit(f"llmkit serve: error: cannot reach the engine at {args.engine_socket}: {exc}") from None
+    return EngineClient(args.engine_socket), info.name
+
+
 class _DrainingServer(uvicorn.Server):
     """uvicorn's server, marking the app as draining as soon as a shutdown signal comes.
 
@@ -166,6 +209,32 @@ class _DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._serving.draining = True
         super().handle_exit(sig, frame)
+
+
+# ---- engine ---------------------------------------------------------------------------------
+
+
+def _engine(args: argparse.Namespace) -> int:
+    import signal
+
+    import anyio
+
+    from llmkit.engine.async_engine import AsyncEngine
+    from llmkit.transports.unix import serve_unix
+
+    config = engine_config(args.model, args)
+
+    async def run() -> None:
+        # The model loads before the socket exists, so a client that can connect can be served.
+        engine = AsyncEngine(config)
+        async with engine, serve_unix(engine, args.socket, allow_uids=args.socket_allow_uid):
+            logging.getLogger("llmkit.cli").info("engine for %s serving on %s", args.model, args.socket)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    return
+
+    anyio.run(run)
+    return 0
 
 
 # ---- run and chat -------------------------------------------------------------------------

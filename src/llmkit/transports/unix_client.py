@@ -161,19 +161,16 @@ class EngineClient:
         """Connect, shake hands, and load the engine's tokenizer."""
         if self._socket is not None or self._dead is not None:
             raise RuntimeError("an EngineClient connects once; make a new one")
-        stream = await anyio.connect_unix(self.path)
+        stream, reader, hello = await _handshake(self.path, self._max_frame_bytes)
         try:
-            reader = FrameReader(stream, self._max_frame_bytes)
-            with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
-                await stream.send(pack(hello_request()))
-                info = self._accept_hello(await reader.receive())
+            info = model_info_from_wire(hello["model_info"])
             tokenizer = await anyio.to_thread.run_sync(Tokenizer, info.tokenizer)
-        except anyio.EndOfStream:
-            await stream.aclose()
-            raise ConnectionError(f"the engine at {self.path} closed the connection during the handshake") from None
         except BaseException:
             await stream.aclose()
             raise
+        self._stats = stats_from_wire(hello["stats"])
+        self._healthy = bool(hello["healthy"])
+        self._server_max_frame_bytes = hello["max_frame_bytes"]
         self._socket = stream
         self._processor = InputProcessor(info, tokenizer)
         self._loop_thread = threading.get_ident()
@@ -200,19 +197,6 @@ class EngineClient:
         finally:
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
-
-    def _accept_hello(self, reply: Message) -> ModelInfo:
-        if reply.get("type") == "error":
-            error = reply["error"]
-            if error.get("code") == "permission_denied":
-                raise PermissionError(errno.EACCES, error["message"], self.path)
-            raise ConnectionError(f"the engine at {self.path} refused the connection: {error['message']}")
-        if reply.get("type") != "hello" or reply.get("version") != PROTOCOL_VERSION:
-            raise ConnectionError(f"the engine at {self.path} does not speak protocol version {PROTOCOL_VERSION}")
-        self._stats = stats_from_wire(reply["stats"])
-        self._healthy = bool(reply["healthy"])
-        self._server_max_frame_bytes = reply.get("max_frame_bytes", self._max_frame_bytes)
-        return model_info_from_wire(reply["model_info"])
 
     def is_healthy(self) -> bool:
         return self._dead is None and self._processor is not None and self._healthy
@@ -423,6 +407,38 @@ class EngineClient:
         self._wake_writer()
         for request in list(self._requests.values()):
             request.wake()
+
+
+async def fetch_model_info(path: str | os.PathLike[str]) -> ModelInfo:
+    """The model the engine at ``path`` serves, from a handshake alone."""
+    stream, _, hello = await _handshake(os.fspath(path), DEFAULT_MAX_FRAME_BYTES)
+    await stream.aclose()
+    return model_info_from_wire(hello["model_info"])
+
+
+async def _handshake(path: str, max_frame_bytes: int) -> tuple[SocketStream, FrameReader, Message]:
+    """A connection to ``path`` that said hello; returns it, its reader and the engine's hello."""
+    stream = await anyio.connect_unix(path)
+    try:
+        reader = FrameReader(stream, max_frame_bytes)
+        with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
+            await stream.send(pack(hello_request()))
+            reply = await reader.receive()
+    except anyio.EndOfStream:
+        await stream.aclose()
+        raise ConnectionError(f"the engine at {path} closed the connection during the handshake") from None
+    except BaseException:
+        await stream.aclose()
+        raise
+    if reply.get("type") == "hello" and reply.get("version") == PROTOCOL_VERSION:
+        return stream, reader, reply
+    await stream.aclose()
+    if reply.get("type") == "error":
+        error = reply["error"]
+        if error.get("code") == "permission_denied":
+            raise PermissionError(errno.EACCES, error["message"], path)
+        raise ConnectionError(f"the engine at {path} refused the connection: {error['message']}")
+    raise ConnectionError(f"the engine at {path} does not speak protocol version {PROTOCOL_VERSION}")
 
 
 def shutdown_socket(stream: SocketStream) -> None:
