@@ -1,4 +1,9 @@
-"""A real `llmkit serve` on a free port for the session, and the official openai clients."""
+"""A real `llmkit serve` on a free port for the session, and the official openai clients.
+
+The OpenAI API module runs against two servers: `llmkit serve MODEL` with the engine in
+its process, and `llmkit serve --engine-socket` in front of `llmkit engine MODEL` in
+another. The other modules run against the first only, to keep the suite's time down.
+"""
 
 from __future__ import annotations
 
@@ -91,19 +96,80 @@ def serve(model: str, log: Path, *flags: str) -> tuple[subprocess.Popen, str]:
     return spawn(lambda port: [*llmkit_command(), "serve", model, "--port", str(port), *flags], log)
 
 
+def start_engine(model: str, path: Path, log: Path, *flags: str, timeout: float = 120.0) -> subprocess.Popen:
+    """`llmkit engine MODEL --socket PATH`, returned once it accepts connections."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*llmkit_command(), "engine", model, "--socket", str(path), *flags],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the engine exited early with {proc.returncode}:\n{log.read_text()}")
+        with socket.socket(socket.AF_UNIX) as probe:
+            if probe.connect_ex(str(path)) == 0:
+                return proc
+        time.sleep(0.1)
+    stop(proc)
+    raise TimeoutError(f"no engine on {path} after {timeout} s:\n{log.read_text()}")
+
+
+ENGINE_FLAGS = ("--max-model-len", str(MAX_MODEL_LEN), "--max-logprobs", str(MAX_LOGPROBS))
+SERVE_FLAGS = (
+    "--served-model-name", MODEL, "also-tiny",
+    "--api-key", API_KEY,
+    "--allowed-origins", "http://example.com",
+    "--log-level", "warning",
+)
+# The fixture that starts the server, for each place the engine can run.
+ENGINE_PLACEMENTS = {"in-process": "in_process_server", "engine-socket": "engine_socket_server"}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server" in metafunc.fixturenames and metafunc.module.__name__.endswith("test_openai_api"):
+        metafunc.parametrize("server", list(ENGINE_PLACEMENTS), indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def server(tiny_model, tmp_path_factory) -> Iterator[Server]:
+def server(request) -> Server:
+    """The session's server: "in-process" unless the test is parametrized with "engine-socket"."""
+    return request.getfixturevalue(ENGINE_PLACEMENTS[getattr(request, "param", "in-process")])
+
+
+@pytest.fixture(scope="session")
+def in_process_server(tiny_model, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("server") / "serve.log"
-    proc, url = serve(
-        tiny_model, log,
-        "--served-model-name", MODEL, "also-tiny",
-        "--api-key", API_KEY,
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--max-logprobs", str(MAX_LOGPROBS),
-        "--allowed-origins", "http://example.com",
-        "--log-level", "warning",
-    )
+    proc, url = serve(tiny_model, log, *SERVE_FLAGS, *ENGINE_FLAGS)
     yield Server(url, proc, log)
+    stop(proc)
+
+
+@pytest.fixture(scope="session")
+def engine_socket_server(tiny_model, tmp_path_factory) -> Iterator[Server]:
+    """`llmkit serve --engine-socket` in front of `llmkit engine`, each in its own process."""
+    root = tmp_path_factory.mktemp("engine-socket")
+    path = root / "engine.sock"
+    engine = start_engine(tiny_model, path, root / "engine.log", *ENGINE_FLAGS, "--log-level", "warning")
+    try:
+        proc, url = spawn(
+            lambda port: [
+                *llmkit_command(), "serve", "--engine-socket", str(path), "--port", str(port), *SERVE_FLAGS,
+            ],
+            root / "serve.log",
+        )
+        yield Server(url, proc, root / "serve.log")
+        stop(proc)
+    finally:
+        stop(engine)
+
+
+@pytest.fixture
+def engine_process(tiny_model, tmp_path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """A `llmkit engine` of the test's own on the tiny model, and its socket."""
+    path = tmp_path / "engine.sock"
+    proc = start_engine(tiny_model, path, tmp_path / "engine.log", "--max-model-len", "512")
+    yield proc, path
     stop(proc)
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import pytest
@@ -13,26 +11,9 @@ import pytest
 from llmkit import EngineDeadError, SamplingParams
 from llmkit.transports.unix import EngineClient
 
-from unix_helpers import stop, wait_for_socket
-
 pytestmark = pytest.mark.anyio
 
 LONG = SamplingParams(temperature=0, max_tokens=480, ignore_eos=True)
-
-
-@pytest.fixture
-def engine_process(llmkit_cmd, tiny_model, tmp_path) -> Iterator[tuple[subprocess.Popen, Path]]:
-    path, log = tmp_path / "engine.sock", tmp_path / "engine.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [*llmkit_cmd, "engine", tiny_model, "--socket", str(path), "--max-model-len", "512"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_for_socket(proc, path, log)
-        yield proc, path
-    finally:
-        stop(proc)
 
 
 async def test_killing_the_engine_process_fails_every_reader_within_2_s(engine_process):

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import socket
-import subprocess
-import time
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -80,28 +76,3 @@ def same_outputs(a: Any, b: Any, rel: float = 1e-4) -> bool:
         return math.isclose(a, b, rel_tol=rel, abs_tol=rel)
     return a == b
 
-
-def wait_for_socket(proc: subprocess.Popen, path: Path, log: Path, timeout: float = 120.0) -> None:
-    """Wait until the process ``proc`` accepts connections on ``path``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the engine exited early with {proc.returncode}:\n{log.read_text()}")
-        with socket.socket(socket.AF_UNIX) as probe:
-            try:
-                probe.connect(str(path))
-                return
-            except OSError:
-                pass
-        time.sleep(0.1)
-    raise TimeoutError(f"no engine on {path} after {timeout} s:\n{log.read_text()}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
