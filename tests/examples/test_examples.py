@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -28,3 +30,26 @@ def test_offline_generate(tiny_model):
 def test_async_generate_streams_three_requests(tiny_model):
     out = _run("async_generate.py", tiny_model)
     assert {"[a]", "[b]", "[c]"} <= {line.split()[0] for line in out.splitlines() if line.startswith("[")}
+
+
+def test_unix_client_talks_to_an_engine_in_another_process(tiny_model, tmp_path):
+    path = tmp_path / "engine.sock"
+    engine = subprocess.Popen(
+        [sys.executable, "-m", "llmkit.cli", "engine", tiny_model, "--socket", str(path), "--log-level", "warning"],
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while engine.poll() is None and time.monotonic() < deadline:
+            with socket.socket(socket.AF_UNIX) as probe:
+                if probe.connect_ex(str(path)) == 0:
+                    break
+            time.sleep(0.1)
+        out = _run("unix_client.py", str(path))
+    finally:
+        engine.terminate()
+        engine.wait(30)
+    lines = out.splitlines()
+    assert lines[0] == f"connected to {tiny_model} (max_model_len 2048)"
+    assert {"[a]", "[b]"} <= {line.split()[0] for line in lines[1:-1]}
+    assert lines[-1].startswith("the engine has generated ")
