@@ -1,0 +1,164 @@
+"""The unix-socket transport against AsyncEngine called directly: throughput and added latency.
+
+    python benchmarks/unix.py                            # the demo model, 1/16/64 streams
+    python benchmarks/unix.py --concurrency 64 --repeat 5
+
+Starts ``llmkit engine MODEL --socket PATH`` in a process of its own and an AsyncEngine of
+the same config in this one. At each level, N concurrent clients each stream ``--rounds``
+requests (random words, ``--output-len`` tokens with ignore_eos, greedy, DELTA outputs)
+through an EngineClient, then the same requests through the AsyncEngine; the two sides
+alternate ``--repeat`` times and each keeps its best run, as other processes may share the
+machine. It reports output tokens/s and their ratio, and the time per output token as a
+reader sees it (an output's gap since the previous one, over its tokens) at p50 and p99,
+with what the transport adds to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from llmkit import AsyncEngine, EngineConfig, RequestOutputKind, SamplingParams
+from llmkit.transports.unix import EngineClient
+
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while river light music story garden window "
+    "coffee morning evening city night model token engine serve batch cache block request"
+).split()
+
+
+@dataclass
+class Level:
+    """One run of one side at one concurrency."""
+
+    concurrency: int
+    elapsed: float = 0.0
+    tokens: int = 0
+    per_token: list[float] = field(default_factory=list)  # seconds, one sample per token
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.elapsed
+
+    def per_token_ms(self, q: float) -> float:
+        return statistics.quantiles(self.per_token, n=100, method="inclusive")[int(q * 100) - 1] * 1e3
+
+
+async def run_level(engine, concurrency: int, prompts: list[str], rounds: int, params: SamplingParams) -> Level:
+    level = Level(concurrency)
+
+    async def request(prompt: str) -> None:
+        last = None
+        async for out in engine.generate(prompt, params):
+            now = time.perf_counter()
+            tokens = sum(len(o.token_ids) for o in out.outputs)
+            if tokens and last is not None:
+                level.per_token.extend([(now - last) / tokens] * tokens)
+            if tokens:
+                last = now
+            level.tokens += tokens
+
+    async def client(worker: int) -> None:
+        for r in range(rounds):
+            await request(prompts[(worker * rounds + r) % len(prompts)])
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for worker in range(concurrency):
+            tg.start_soon(client, worker)
+    level.elapsed = time.perf_counter() - start
+    return level
+
+
+def start_engine(model: str, path: Path, timeout: float = 300.0) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmkit.cli", "engine", model, "--socket", str(path), "--log-level", "warning"]
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llmkit engine exited with {proc.returncode}")
+        with socket.socket(socket.AF_UNIX) as probe:
+            if probe.connect_ex(str(path)) == 0:
+                return proc
+        time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("llmkit engine did not start in time")
+
+
+async def compare(args: argparse.Namespace, path: Path) -> list[tuple[Level, Level]]:
+    rng = random.Random(0)
+    prompts = [" ".join(rng.choices(WORDS, k=args.input_words)) for _ in range(max(args.concurrency) * args.rounds)]
+    params = SamplingParams(
+        max_tokens=args.output_len, temperature=0.0, ignore_eos=True, output_kind=RequestOutputKind.DELTA
+    )
+    results = []
+    async with AsyncEngine(EngineConfig(args.model)) as direct, EngineClient(path) as remote:
+        for engine in (remote, direct):  # warm up
+            await run_level(engine, 1, prompts, 1, params)
+        for concurrency in args.concurrency:
+            runs: dict[str, list[Level]] = {"unix": [], "direct": []}
+            for _ in range(args.repeat):
+                runs["unix"].append(await run_level(remote, concurrency, prompts, args.rounds, params))
+                runs["direct"].append(await run_level(direct, concurrency, prompts, args.rounds, params))
+            best = [max(runs[side], key=lambda level: level.tokens_per_s) for side in ("unix", "direct")]
+            results.append((best[0], best[1]))
+    return results
+
+
+def report(args: argparse.Namespace, results: list[tuple[Level, Level]]) -> str:
+    lines = [
+        f"model {args.model}; {args.input_words}-word prompts, {args.output_len} output tokens, "
+        f"{args.rounds} requests per client, best of {args.repeat}; {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "",
+        "| streams | unix out tok/s | direct out tok/s | unix / direct | unix ms/token p50 / p99 "
+        "| direct ms/token p50 / p99 | added p50 / p99 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for unix, direct in results:
+        p50 = (unix.per_token_ms(0.5), direct.per_token_ms(0.5))
+        p99 = (unix.per_token_ms(0.99), direct.per_token_ms(0.99))
+        lines.append(
+            f"| {unix.concurrency} | {unix.tokens_per_s:.1f} | {direct.tokens_per_s:.1f} | "
+            f"{unix.tokens_per_s / direct.tokens_per_s:.2f} | {p50[0]:.2f} / {p99[0]:.2f} | "
+            f"{p50[1]:.2f} / {p99[1]:.2f} | {p50[0] - p50[1]:+.2f} / {p99[0] - p99[1]:+.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="demo", help="a model directory, or 'demo'")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once")
+    parser.add_argument("--rounds", type=int, default=2, help="requests per stream, one after another")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per level and side; each keeps its best")
+    parser.add_argument("--input-words", type=int, default=24, help="words per prompt")
+    parser.add_argument("--output-len", type=int, default=128, help="tokens per completion")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "engine.sock"
+        engine = start_engine(args.model, path)
+        try:
+            results = anyio.run(compare, args, path)
+        finally:
+            engine.terminate()
+            engine.wait(30)
+    print(report(args, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
