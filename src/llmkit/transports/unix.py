@@ -68,7 +68,7 @@ async def serve_unix(
     allow_same_uid: bool = True,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> AsyncIterator[None]:
-    """Serve ``engine`` on the unix socket ``path`` until the block ends.
+    """Serve ``engine`` on the unix socket ``path`` (Linux) until the block ends.
 
     Only peers whose uid is the server's own or root's (``allow_same_uid``) or in
     ``allow_uids`` may talk to it, as the kernel reports them (``SO_PEERCRED``). The socket
@@ -78,10 +78,10 @@ async def serve_unix(
     ``max_frame_bytes`` bounds each incoming message. The engine is not started or
     stopped here: its owner does that.
     """
-    extra = frozenset(allow_uids)
-    allowed = extra | ({os.getuid(), 0} if allow_same_uid else frozenset())
+    owner = frozenset({os.getuid(), 0})
+    allowed = frozenset(allow_uids) | (owner if allow_same_uid else frozenset())
     _remove_stale_socket(Path(path))
-    listener = await anyio.create_unix_listener(path, mode=0o600 if not extra - {os.getuid(), 0} else 0o666)
+    listener = await anyio.create_unix_listener(path, mode=0o666 if allowed - owner else 0o600)
     inode = os.stat(path).st_ino
     server = _Server(engine, allowed, max_frame_bytes)
     try:
