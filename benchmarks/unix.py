@@ -53,10 +53,14 @@ class Level:
         return self.tokens / self.elapsed
 
     def per_token_ms(self, q: float) -> float:
-        return statistics.quantiles(self.per_token, n=100, method="inclusive")[int(q * 100) - 1] * 1e3
+        return (
+            statistics.quantiles(self.per_token, n=100, method="inclusive")[int(q * 100) - 1] * 1e3
+        )
 
 
-async def run_level(engine, concurrency: int, prompts: list[str], rounds: int, params: SamplingParams) -> Level:
+async def run_level(
+    engine, concurrency: int, prompts: list[str], rounds: int, params: SamplingParams
+) -> Level:
     level = Level(concurrency)
 
     async def request(prompt: str) -> None:
@@ -84,7 +88,17 @@ async def run_level(engine, concurrency: int, prompts: list[str], rounds: int, p
 
 def start_engine(model: str, path: Path, timeout: float = 300.0) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llmkit.cli", "engine", model, "--socket", str(path), "--log-level", "warning"]
+        [
+            sys.executable,
+            "-m",
+            "llmkit.cli",
+            "engine",
+            model,
+            "--socket",
+            str(path),
+            "--log-level",
+            "warning",
+        ]
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -100,9 +114,15 @@ def start_engine(model: str, path: Path, timeout: float = 300.0) -> subprocess.P
 
 async def compare(args: argparse.Namespace, path: Path) -> list[tuple[Level, Level]]:
     rng = random.Random(0)
-    prompts = [" ".join(rng.choices(WORDS, k=args.input_words)) for _ in range(max(args.concurrency) * args.rounds)]
+    prompts = [
+        " ".join(rng.choices(WORDS, k=args.input_words))
+        for _ in range(max(args.concurrency) * args.rounds)
+    ]
     params = SamplingParams(
-        max_tokens=args.output_len, temperature=0.0, ignore_eos=True, output_kind=RequestOutputKind.DELTA
+        max_tokens=args.output_len,
+        temperature=0.0,
+        ignore_eos=True,
+        output_kind=RequestOutputKind.DELTA,
     )
     results = []
     async with AsyncEngine(EngineConfig(args.model)) as direct, EngineClient(path) as remote:
@@ -111,9 +131,15 @@ async def compare(args: argparse.Namespace, path: Path) -> list[tuple[Level, Lev
         for concurrency in args.concurrency:
             runs: dict[str, list[Level]] = {"unix": [], "direct": []}
             for _ in range(args.repeat):
-                runs["unix"].append(await run_level(remote, concurrency, prompts, args.rounds, params))
-                runs["direct"].append(await run_level(direct, concurrency, prompts, args.rounds, params))
-            best = [max(runs[side], key=lambda level: level.tokens_per_s) for side in ("unix", "direct")]
+                runs["unix"].append(
+                    await run_level(remote, concurrency, prompts, args.rounds, params)
+                )
+                runs["direct"].append(
+                    await run_level(direct, concurrency, prompts, args.rounds, params)
+                )
+            best = [
+                max(runs[side], key=lambda level: level.tokens_per_s) for side in ("unix", "direct")
+            ]
             results.append((best[0], best[1]))
     return results
 
@@ -142,9 +168,15 @@ def report(args: argparse.Namespace, results: list[tuple[Level, Level]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="demo", help="a model directory, or 'demo'")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once")
-    parser.add_argument("--rounds", type=int, default=2, help="requests per stream, one after another")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per level and side; each keeps its best")
+    parser.add_argument(
+        "--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="requests per stream, one after another"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per level and side; each keeps its best"
+    )
     parser.add_argument("--input-words", type=int, default=24, help="words per prompt")
     parser.add_argument("--output-len", type=int, default=128, help="tokens per completion")
     args = parser.parse_args()

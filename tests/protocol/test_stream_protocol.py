@@ -1,4 +1,4 @@
-"""The stream protocol's plain data survives msgpack; client-side assembly rebuilds what AsyncEngine gives."""
+"""The stream protocol's data survives msgpack; the client rebuilds the outputs of AsyncEngine."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import struct
 import msgpack
 import pytest
 
-from llmkit.outputs import CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, Logprob, RequestOutput
+from llmkit.outputs import (
+    CompletionOutput,
+    EmbeddingOutput,
+    EmbeddingRequestOutput,
+    Logprob,
+    RequestOutput,
+)
 from llmkit.protocol.stream import parse_client_message, submit_request
 from llmkit.protocol.stream_data import (
     ProtocolError,
@@ -26,12 +32,23 @@ def over_the_wire(value):
 
 def test_params_round_trip():
     sampling = SamplingParams(
-        n=2, temperature=0.5, top_k=5, seed=7, stop=["x", "yz"], stop_token_ids=[3], max_tokens=None,
-        logprobs=2, prompt_logprobs=0, logit_bias={5: -1.5}, allowed_token_ids=[1, 2, 5],
+        n=2,
+        temperature=0.5,
+        top_k=5,
+        seed=7,
+        stop=["x", "yz"],
+        stop_token_ids=[3],
+        max_tokens=None,
+        logprobs=2,
+        prompt_logprobs=0,
+        logit_bias={5: -1.5},
+        allowed_token_ids=[1, 2, 5],
         output_kind=RequestOutputKind.DELTA,
     )
     assert params_from_wire(over_the_wire(params_to_wire(sampling)), SamplingParams) == sampling
-    pooling = PoolingParams(normalize=False, dimensions=8, truncate_prompt_tokens=-1, pooling_type="cls")
+    pooling = PoolingParams(
+        normalize=False, dimensions=8, truncate_prompt_tokens=-1, pooling_type="cls"
+    )
     assert params_from_wire(over_the_wire(params_to_wire(pooling)), PoolingParams) == pooling
 
 
@@ -54,8 +71,15 @@ def test_params_errors_name_the_field(data, param, text):
 def test_a_submitted_request_parses_back():
     params = SamplingParams(temperature=0, max_tokens=3)
     prompt = {"prompt": "Hi", "prompt_token_ids": [1, 2]}
-    message = parse_client_message(over_the_wire(submit_request("generate", "7", prompt, params, 2)))
-    assert (message.id, message.prompt, message.params, message.priority) == ("7", prompt, params, 2)
+    message = parse_client_message(
+        over_the_wire(submit_request("generate", "7", prompt, params, 2))
+    )
+    assert (message.id, message.prompt, message.params, message.priority) == (
+        "7",
+        prompt,
+        params,
+        2,
+    )
 
 
 def _output(finished: bool = True) -> RequestOutput:
@@ -90,12 +114,19 @@ def test_embeddings_travel_as_little_endian_float32():
 
 
 def _delta(
-    text: str, ids: list[int], finish: str | None = None, index: int = 0, first: bool = False,
+    text: str,
+    ids: list[int],
+    finish: str | None = None,
+    index: int = 0,
+    first: bool = False,
     finished: bool = False,
 ) -> RequestOutput:
     return RequestOutput(
-        request_id="r", prompt="Hi" if first else None, prompt_token_ids=[1, 2] if first else [],
-        prompt_logprobs=None, outputs=[CompletionOutput(index, text, ids, None, None, finish)],
+        request_id="r",
+        prompt="Hi" if first else None,
+        prompt_token_ids=[1, 2] if first else [],
+        prompt_logprobs=None,
+        outputs=[CompletionOutput(index, text, ids, None, None, finish)],
         finished=finished,
     )
 
@@ -113,7 +144,8 @@ def test_cumulative_outputs_are_rebuilt_from_deltas():
     assembler.add(_delta("", [], "length", finished=True))
     last = assembler.take()
     assert [(c.text, c.token_ids, c.finish_reason) for c in last.outputs] == [
-        ("Hello", [7, 8, 9], "length"), ("!", [3], "stop"),
+        ("Hello", [7, 8, 9], "length"),
+        ("!", [3], "stop"),
     ]
     assert last.finished and last.prompt == "Hi"
     assert first.outputs[0].token_ids == [7]  # what the reader took before is left alone
@@ -126,7 +158,8 @@ def test_deltas_a_reader_has_not_taken_are_merged():
     assembler.add(_delta("c", [3], "stop", index=1))
     merged = assembler.take()
     assert [(c.index, c.text, c.token_ids, c.finish_reason) for c in merged.outputs] == [
-        (0, "b", [2], None), (1, "ac", [1, 3], "stop"),
+        (0, "b", [2], None),
+        (1, "ac", [1, 3], "stop"),
     ]
     assert merged.prompt == "Hi" and not merged.finished
     assembler.add(_delta("", [], "length", finished=True))

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 
-def threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
+def threadsafe_scheduler() -> Callable[[Callable[[], None]], object]:
     """A function that runs a callback soon on the current event loop, from any thread."""
     try:
         return asyncio.get_running_loop().call_soon_threadsafe

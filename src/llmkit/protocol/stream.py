@@ -27,7 +27,7 @@ cannot be served, naming the field at fault.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
@@ -87,7 +87,7 @@ class Query:
     kind: Literal["stats", "health"]
 
 
-ClientMessage = Union[Hello, Submit, Abort, Close, Query]
+ClientMessage = Hello | Submit | Abort | Close | Query
 
 
 def parse_client_message(obj: object) -> ClientMessage:
@@ -105,7 +105,8 @@ def parse_client_message(obj: object) -> ClientMessage:
                 id=rid,
                 prompt=_prompt(obj.get("prompt", MISSING)),
                 params=params_from_wire(
-                    _get(obj, "params", dict, {}), SamplingParams if kind == "generate" else PoolingParams
+                    _get(obj, "params", dict, {}),
+                    SamplingParams if kind == "generate" else PoolingParams,
                 ),
                 priority=_get(obj, "priority", int, 0),
             )
@@ -131,8 +132,16 @@ def hello_request() -> Message:
     return {"type": "hello", "version": PROTOCOL_VERSION}
 
 
-def submit_request(kind: str, rid: str, prompt: PromptType, params: Params, priority: int) -> Message:
-    return {"type": kind, "id": rid, "prompt": prompt, "params": params_to_wire(params), "priority": priority}
+def submit_request(
+    kind: str, rid: str, prompt: PromptType, params: Params, priority: int
+) -> Message:
+    return {
+        "type": kind,
+        "id": rid,
+        "prompt": prompt,
+        "params": params_to_wire(params),
+        "priority": priority,
+    }
 
 
 def abort_request(rid: str) -> Message:
@@ -146,7 +155,9 @@ def close_request(rid: str) -> Message:
 # ---- server -> client ---------------------------------------------------------------------
 
 
-def hello_reply(info: ModelInfo, stats: EngineStats, healthy: bool, max_frame_bytes: int) -> Message:
+def hello_reply(
+    info: ModelInfo, stats: EngineStats, healthy: bool, max_frame_bytes: int
+) -> Message:
     """The server's answer to ``hello``: its model, its state, the largest message it takes."""
     return {
         "type": "hello",
@@ -168,7 +179,11 @@ def health_message(healthy: bool) -> Message:
 
 def output_message(rid: str, output: EngineOutput, first: bool) -> Message:
     """An ``output``, or the request's ``final`` one; only the first carries the prompt."""
-    return {"type": "final" if output.finished else "output", "id": rid, "output": output_to_wire(output, first)}
+    return {
+        "type": "final" if output.finished else "output",
+        "id": rid,
+        "output": output_to_wire(output, first),
+    }
 
 
 def error_message(
@@ -193,7 +208,9 @@ def engine_error_message(rid: str, exc: Exception) -> Message:
     if isinstance(exc, ValueError):
         return error_message(str(exc), param=param_of(exc), request_id=rid)
     if isinstance(exc, EngineDeadError):
-        return error_message(str(exc), code="engine_dead", request_id=rid, error_type="service_unavailable")
+        return error_message(
+            str(exc), code="engine_dead", request_id=rid, error_type="service_unavailable"
+        )
     return error_message(str(exc), code="request_failed", request_id=rid, error_type="server_error")
 
 
@@ -222,7 +239,9 @@ def _get(obj: Message, name: str, kind: Any, default: Any = MISSING) -> Any:
 def _id(obj: Message) -> str:
     rid = _get(obj, "id", str)
     if not 0 < len(rid) <= MAX_ID_LENGTH:
-        raise ProtocolError(f"id must be 1 to {MAX_ID_LENGTH} characters long, got {len(rid)}", "id")
+        raise ProtocolError(
+            f"id must be 1 to {MAX_ID_LENGTH} characters long, got {len(rid)}", "id"
+        )
     return rid
 
 
@@ -234,11 +253,14 @@ def _prompt(value: object) -> PromptType:
         if extra:
             raise ProtocolError(f"prompt.{sorted(extra)[0]} is not a prompt field", "prompt")
         if "prompt_token_ids" in value and not matches(value["prompt_token_ids"], list[int]):
-            raise ProtocolError("prompt.prompt_token_ids must be a list of int", "prompt.prompt_token_ids")
-        if "prompt" in value and not matches(value["prompt"], Union[str, None]):
+            raise ProtocolError(
+                "prompt.prompt_token_ids must be a list of int", "prompt.prompt_token_ids"
+            )
+        if "prompt" in value and not matches(value["prompt"], str | None):
             raise ProtocolError("prompt.prompt must be a string or null", "prompt.prompt")
         return value
     raise ProtocolError(
-        f"prompt must be a string, a list of int, or a map with prompt_token_ids; got {kind_of(value)}",
+        "prompt must be a string, a list of int, or a map with prompt_token_ids; got "
+        + kind_of(value),
         "prompt",
     )

@@ -12,7 +12,6 @@ import sys
 import types
 import typing
 from array import array
-from functools import cache
 from typing import Any, Union
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo
@@ -28,11 +27,15 @@ from llmkit.outputs import (
 from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
 
 Message = dict[str, Any]
-Params = Union[SamplingParams, PoolingParams]
+Params = SamplingParams | PoolingParams
 
 MISSING: Any = object()  # a field that is not there at all
 _OUTPUT_KINDS = {kind.value: kind for kind in RequestOutputKind}
 _LEADING_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\b")
+# Each params class's fields and their types, for checking what a peer sends.
+_HINTS: dict[type, dict[str, Any]] = {
+    cls: typing.get_type_hints(cls) for cls in (SamplingParams, PoolingParams)
+}
 
 
 class ProtocolError(ValueError):
@@ -62,7 +65,7 @@ def params_to_wire(params: Params) -> Message:
 
 def params_from_wire(data: Message, cls: type[Params], where: str = "params") -> Params:
     """``cls`` built from ``data``, each field's type checked; errors name ``where.field``."""
-    hints = _hints(cls)
+    hints = _HINTS[cls]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         param = f"{where}.{key}"
@@ -73,7 +76,9 @@ def params_from_wire(data: Message, cls: type[Params], where: str = "params") ->
                 raise ProtocolError(f"{param} must be 0, 1 or 2, got {value!r}", param)
             value = _OUTPUT_KINDS[value]
         elif not matches(value, hints[key]):
-            raise ProtocolError(f"{param} must be {describe(hints[key])}, got {kind_of(value)}", param)
+            raise ProtocolError(
+                f"{param} must be {describe(hints[key])}, got {kind_of(value)}", param
+            )
         kwargs[key] = value
     try:
         return cls(**kwargs)
@@ -84,7 +89,7 @@ def params_from_wire(data: Message, cls: type[Params], where: str = "params") ->
 def param_of(exc: ValueError, where: str = "params") -> str | None:
     """``where.field`` for a params check's message, which starts with the field's name."""
     match = _LEADING_NAME.match(str(exc))
-    if match and match.group(1) in _hints(SamplingParams).keys() | _hints(PoolingParams).keys():
+    if match and any(match.group(1) in hints for hints in _HINTS.values()):
         return f"{where}.{match.group(1)}"
     return None
 
@@ -103,7 +108,8 @@ def output_to_wire(output: EngineOutput, first: bool) -> Message:
         return data
     data["num_cached_tokens"] = output.num_cached_tokens
     data["prompt_logprobs"] = (
-        None if output.prompt_logprobs is None
+        None
+        if output.prompt_logprobs is None
         else [None if p is None else _logprobs_to_wire(p) for p in output.prompt_logprobs]
     )
     data["outputs"] = [
@@ -132,16 +138,18 @@ def output_from_wire(data: Message, request_id: str) -> EngineOutput:
         request_id=request_id,
         prompt=prompt,
         prompt_token_ids=prompt_ids,
-        prompt_logprobs=None if prompt_logprobs is None else [
-            None if p is None else _logprobs_from_wire(p) for p in prompt_logprobs
-        ],
+        prompt_logprobs=None
+        if prompt_logprobs is None
+        else [None if p is None else _logprobs_from_wire(p) for p in prompt_logprobs],
         outputs=[
             CompletionOutput(
                 index=c["index"],
                 text=c["text"],
                 token_ids=c["token_ids"],
                 cumulative_logprob=c["cumulative_logprob"],
-                logprobs=None if c["logprobs"] is None else [_logprobs_from_wire(p) for p in c["logprobs"]],
+                logprobs=None
+                if c["logprobs"] is None
+                else [_logprobs_from_wire(p) for p in c["logprobs"]],
                 finish_reason=c["finish_reason"],
                 stop_reason=c["stop_reason"],
             )
@@ -208,11 +216,6 @@ def describe(hint: Any) -> str:
 
 def kind_of(value: object) -> str:
     return "nothing" if value is MISSING else "null" if value is None else type(value).__name__
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
 
 
 def _logprobs_to_wire(position: PositionLogprobs) -> list[list[Any]]:

@@ -33,7 +33,7 @@ def frame_size(frame: bytes) -> int:
 
 
 class FrameReader:
-    """Reads messages from a byte stream; a frame over ``max_frame_bytes`` is refused at its header."""
+    """Messages from a byte stream; a frame over ``max_frame_bytes`` is refused at its header."""
 
     def __init__(self, stream: ByteReceiveStream, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         self._stream = stream
@@ -62,9 +62,13 @@ class FrameReader:
                 if len(buffer) < end:
                     break
                 try:
-                    message = msgpack.unpackb(view[pos + _HEADER : end], raw=False, strict_map_key=False)
+                    message = msgpack.unpackb(
+                        view[pos + _HEADER : end], raw=False, strict_map_key=False
+                    )
                 except Exception:  # noqa: BLE001 - msgpack raises many types for bad input
-                    raise FrameError("a frame that is not one msgpack message", "invalid_frame") from None
+                    raise FrameError(
+                        "a frame that is not one msgpack message", "invalid_frame"
+                    ) from None
                 self._messages.append(message)
                 pos = end
         del buffer[:pos]

@@ -22,11 +22,12 @@ def wire_params(params: SamplingParams | PoolingParams) -> SamplingParams | Pool
 
 
 class OutputAssembler:
-    """Takes a request's outputs as they arrive (:meth:`add`); gives its reader one (:meth:`take`)."""
+    """A request's outputs as they arrive (:meth:`add`), as its reader takes them (:meth:`take`)."""
 
     def __init__(self, params: SamplingParams | PoolingParams):
         self._cumulative = (
-            isinstance(params, SamplingParams) and params.output_kind is RequestOutputKind.CUMULATIVE
+            isinstance(params, SamplingParams)
+            and params.output_kind is RequestOutputKind.CUMULATIVE
         )
         self._pending: EngineOutput | None = None
         self._prompt: str | None = None
@@ -35,10 +36,14 @@ class OutputAssembler:
             want_logprobs = params.logprobs is not None
             # As AsyncEngine reports a completion that has no tokens yet.
             self._completions = [
-                CompletionOutput(i, "", [], 0.0 if want_logprobs else None, [] if want_logprobs else None)
+                CompletionOutput(
+                    i, "", [], 0.0 if want_logprobs else None, [] if want_logprobs else None
+                )
                 for i in range(params.n)
             ]
-            self._prompt_logprobs: list | None = [None] if params.prompt_logprobs is not None else None
+            self._prompt_logprobs: list | None = (
+                [None] if params.prompt_logprobs is not None else None
+            )
 
     def add(self, output: EngineOutput) -> None:
         """One output from the engine: a delta, a final-only output, or an embedding."""

@@ -46,6 +46,7 @@ from llmkit.protocol.stream import (
     stats_message,
 )
 from llmkit.protocol.stream_data import Message, ProtocolError
+from llmkit.sampling_params import SamplingParams
 from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FrameReader, pack
 from llmkit.transports.unix_client import EngineClient, shutdown_socket
 
@@ -105,7 +106,9 @@ def _remove_stale_socket(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(mode):
-        raise FileExistsError(errno.EEXIST, "exists and is not a socket; not replacing it", str(path))
+        raise FileExistsError(
+            errno.EEXIST, "exists and is not a socket; not replacing it", str(path)
+        )
     with socket.socket(socket.AF_UNIX) as probe:
         probe.settimeout(1.0)
         try:
@@ -149,16 +152,25 @@ class _Server:
             try:
                 pid, uid = peer_credentials(stream)
                 if uid not in self._allowed:
-                    logger.warning("unix socket: refused pid %d (uid %d): uid not allowed", pid, uid)
-                    await stream.send(pack(error_message(
-                        f"uid {uid} may not use this engine", code="permission_denied",
-                    )))
+                    logger.warning(
+                        "unix socket: refused pid %d (uid %d): uid not allowed", pid, uid
+                    )
+                    await stream.send(
+                        pack(
+                            error_message(
+                                f"uid {uid} may not use this engine",
+                                code="permission_denied",
+                            )
+                        )
+                    )
                     return
                 logger.info("unix socket: connection %d from pid %d (uid %d)", number, pid, uid)
-                await _Connection(self._engine, stream, f"u{number}-", self._max_frame_bytes).serve()
+                await _Connection(
+                    self._engine, stream, f"u{number}-", self._max_frame_bytes
+                ).serve()
             except _CONNECTION_ERRORS:
                 pass  # the peer went away; its requests were aborted on the way out
-            except Exception:  # noqa: BLE001 - one connection's failure must not stop the server
+            except Exception:
                 logger.exception("unix socket: connection %d failed", number)
             finally:
                 self._live.discard(stream)
@@ -202,7 +214,9 @@ class _Request:
 class _Connection:
     """One client: its messages read in order, its requests each streamed by a task."""
 
-    def __init__(self, engine: EngineProtocol, stream: SocketStream, tag: str, max_frame_bytes: int):
+    def __init__(
+        self, engine: EngineProtocol, stream: SocketStream, tag: str, max_frame_bytes: int
+    ):
         self._engine = engine
         self._reader = FrameReader(stream, max_frame_bytes)
         self._max_frame_bytes = max_frame_bytes
@@ -248,45 +262,68 @@ class _Connection:
             await self._send(protocol_error_message(exc))
             return False
         if not isinstance(message, Hello):
-            await self._send(error_message("the first message must be hello", code="handshake_required"))
+            await self._send(
+                error_message("the first message must be hello", code="handshake_required")
+            )
             return False
         if message.version != PROTOCOL_VERSION:
-            await self._send(error_message(
-                f"protocol version {message.version} is not supported; this engine speaks "
-                f"version {PROTOCOL_VERSION}",
-                param="version", code="unsupported_version",
-            ))
+            await self._send(
+                error_message(
+                    f"protocol version {message.version} is not supported; this engine speaks "
+                    f"version {PROTOCOL_VERSION}",
+                    param="version",
+                    code="unsupported_version",
+                )
+            )
             return False
         engine = self._engine
-        await self._send(hello_reply(engine.model_info, engine.stats(), engine.is_healthy(), self._max_frame_bytes))
+        await self._send(
+            hello_reply(
+                engine.model_info, engine.stats(), engine.is_healthy(), self._max_frame_bytes
+            )
+        )
         return True
 
     async def _read(self, tg: TaskGroup) -> None:
         while (obj := await self._receive()) is not None:
-            try:
-                message = parse_client_message(obj)
-                if isinstance(message, Submit):
-                    await self._submit(message, tg)
-                elif isinstance(message, Abort):
-                    await self._abort(message.id)
-                elif isinstance(message, Close):
-                    self._close(message.id)
-                elif isinstance(message, Query):
-                    await self._answer(message)
-                else:
-                    raise ProtocolError("hello was already done on this connection", "type")
-            except ProtocolError as exc:
-                await self._send(protocol_error_message(exc))
+            await self._handle(obj, tg)
+
+    async def _handle(self, obj: object, tg: TaskGroup) -> None:
+        """Act on one message; one that cannot be served gets an error, and the connection stays."""
+        try:
+            message = parse_client_message(obj)
+            if isinstance(message, Submit):
+                await self._submit(message, tg)
+            elif isinstance(message, Abort):
+                await self._abort(message.id)
+            elif isinstance(message, Close):
+                self._close(message.id)
+            elif isinstance(message, Query):
+                await self._answer(message)
+            else:
+                raise ProtocolError("hello was already done on this connection", "type")
+        except ProtocolError as exc:
+            await self._send(protocol_error_message(exc))
 
     async def _submit(self, message: Submit, tg: TaskGroup) -> None:
         rid = message.id
         if rid in self._requests:
             raise ProtocolError(
-                f"id {rid!r} is already in use on this connection", "id", "duplicate_request_id", rid
+                f"id {rid!r} is already in use on this connection",
+                "id",
+                "duplicate_request_id",
+                rid,
             )
-        start = self._engine.generate if message.kind == "generate" else self._engine.encode
+        engine, params, engine_id = self._engine, message.params, self._tag + rid
         try:
-            stream = start(message.prompt, message.params, request_id=self._tag + rid, priority=message.priority)  # type: ignore[arg-type]
+            if isinstance(params, SamplingParams):
+                stream = engine.generate(
+                    message.prompt, params, request_id=engine_id, priority=message.priority
+                )
+            else:
+                stream = engine.encode(
+                    message.prompt, params, request_id=engine_id, priority=message.priority
+                )
         except (ValueError, LLMKitError) as exc:
             await self._send(engine_error_message(rid, exc))
             return
@@ -317,7 +354,9 @@ class _Connection:
 
     async def _abort(self, rid: str) -> None:
         if rid not in self._requests:
-            raise ProtocolError(f"no request with id {rid!r} runs on this connection", "id", "unknown_request", rid)
+            raise ProtocolError(
+                f"no request with id {rid!r} runs on this connection", "id", "unknown_request", rid
+            )
         await self._engine.abort(self._tag + rid)
 
     def _close(self, rid: str) -> None:
@@ -341,4 +380,3 @@ class _Connection:
                 await self._send(stats_message(*now))
                 last = now
             await anyio.sleep(STATS_INTERVAL_S)
-

@@ -44,9 +44,20 @@ from llmkit.protocol.stream import (
     hello_request,
     submit_request,
 )
-from llmkit.protocol.stream_data import Message, model_info_from_wire, output_from_wire, stats_from_wire
+from llmkit.protocol.stream_data import (
+    Message,
+    model_info_from_wire,
+    output_from_wire,
+    stats_from_wire,
+)
 from llmkit.sampling_params import PoolingParams, SamplingParams
-from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FrameReader, frame_size, pack
+from llmkit.transports.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameError,
+    FrameReader,
+    frame_size,
+    pack,
+)
 from llmkit.transports.output_assembly import OutputAssembler, wire_params
 
 logger = logging.getLogger(__name__)
@@ -137,7 +148,9 @@ class EngineClient:
     drops, every open stream raises ``EngineDeadError`` and ``is_healthy()`` is False.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
+    def __init__(
+        self, path: str | os.PathLike[str], *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ):
         self.path = os.fspath(path)
         self._max_frame_bytes = max_frame_bytes
         self._server_max_frame_bytes = max_frame_bytes
@@ -153,7 +166,7 @@ class EngineClient:
         self._stats: EngineStats | None = None
         self._healthy = False
         self._loop_thread: int | None = None
-        self._schedule: Callable[[Callable[[], None]], None] | None = None
+        self._schedule: Callable[[Callable[[], None]], object] | None = None
 
     # ---- lifetime ------------------------------------------------------------------
 
@@ -216,7 +229,7 @@ class EngineClient:
         return self._connected().tokenizer
 
     def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
-        """Checked token ids of ``prompt``; ``truncate`` keeps the last tokens (-1: max_model_len)."""
+        """Checked token ids of ``prompt``; ``truncate`` keeps the last ones (-1: max_model_len)."""
         return self._connected().tokenize(prompt, truncate)
 
     def render_chat(
@@ -230,8 +243,12 @@ class EngineClient:
     ) -> TokensPrompt:
         """A conversation rendered through the chat template and tokenized."""
         return self._connected().render_chat(
-            messages, chat_template, chat_template_kwargs, add_generation_prompt,
-            continue_final_message, tools,
+            messages,
+            chat_template,
+            chat_template_kwargs,
+            add_generation_prompt,
+            continue_final_message,
+            tools,
         )
 
     # ---- requests ------------------------------------------------------------------
@@ -245,7 +262,9 @@ class EngineClient:
         priority: int = 0,
     ) -> ClientStream:
         """Start a request; invalid input raises ``ValueError`` here, before anything is sent."""
-        return self._start("generate", prompt, sampling_params or SamplingParams(), request_id, priority)
+        return self._start(
+            "generate", prompt, sampling_params or SamplingParams(), request_id, priority
+        )
 
     def encode(
         self,
@@ -256,7 +275,9 @@ class EngineClient:
         priority: int = 0,
     ) -> ClientStream:
         """Start a pooling (embedding) request; its stream yields one output."""
-        return self._start("encode", prompt, pooling_params or PoolingParams(), request_id, priority)
+        return self._start(
+            "encode", prompt, pooling_params or PoolingParams(), request_id, priority
+        )
 
     def chat(
         self,
@@ -273,8 +294,12 @@ class EngineClient:
     ) -> ClientStream:
         """Like :meth:`generate`, on a conversation rendered here through the chat template."""
         prompt = self.render_chat(
-            messages, chat_template, chat_template_kwargs, add_generation_prompt,
-            continue_final_message, tools,
+            messages,
+            chat_template,
+            chat_template_kwargs,
+            add_generation_prompt,
+            continue_final_message,
+            tools,
         )
         return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
 
@@ -368,7 +393,7 @@ class EngineClient:
             self._fail(f"the connection to the engine at {self.path} broke ({exc!r})")
         except FrameError as exc:
             self._fail(f"the engine at {self.path} sent a bad frame: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a malformed message must end only this client
+        except Exception as exc:
             logger.exception("bad message from the engine at %s", self.path)
             self._fail(f"the engine at {self.path} sent a bad message ({exc!r})")
 
@@ -426,7 +451,9 @@ async def _handshake(path: str, max_frame_bytes: int) -> tuple[SocketStream, Fra
             reply = await reader.receive()
     except anyio.EndOfStream:
         await stream.aclose()
-        raise ConnectionError(f"the engine at {path} closed the connection during the handshake") from None
+        raise ConnectionError(
+            f"the engine at {path} closed the connection during the handshake"
+        ) from None
     except BaseException:
         await stream.aclose()
         raise
@@ -438,7 +465,9 @@ async def _handshake(path: str, max_frame_bytes: int) -> tuple[SocketStream, Fra
         if error.get("code") == "permission_denied":
             raise PermissionError(errno.EACCES, error["message"], path)
         raise ConnectionError(f"the engine at {path} refused the connection: {error['message']}")
-    raise ConnectionError(f"the engine at {path} does not speak protocol version {PROTOCOL_VERSION}")
+    raise ConnectionError(
+        f"the engine at {path} does not speak protocol version {PROTOCOL_VERSION}"
+    )
 
 
 def shutdown_socket(stream: SocketStream) -> None:

@@ -1,4 +1,4 @@
-"""An engine served on a real unix socket in the test's process, and raw protocol connections to it."""
+"""An engine served on a real unix socket in the test's process; raw protocol connections to it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import anyio
 import pytest
+from unix_helpers import RawConnection
 
 from llmkit import AsyncEngine, EngineConfig
 from llmkit.protocol.stream import hello_request
 from llmkit.transports.unix import EngineClient, serve_unix
-from unix_helpers import RawConnection
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -56,12 +56,23 @@ async def test_sigterm_stops_the_engine_and_removes_its_socket(engine_process):
     assert not path.exists()
 
 
-def test_serve_with_an_engine_socket_takes_no_model_and_says_when_none_answers(llmkit_cmd, tmp_path):
+def test_serve_with_an_engine_socket_takes_no_model_and_says_when_none_answers(
+    llmkit_cmd, tmp_path
+):
     def serve(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*llmkit_cmd, "serve", *args], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [*llmkit_cmd, "serve", *args], capture_output=True, text=True, timeout=120
+        )
 
-    for args in (["demo", "--engine-socket", "x.sock"], ["--engine-socket", "x.sock", "--block-size", "8"]):
+    for args in (
+        ["demo", "--engine-socket", "x.sock"],
+        ["--engine-socket", "x.sock", "--block-size", "8"],
+    ):
         done = serve(*args)
         assert done.returncode != 0 and "belong to `llmkit engine`" in done.stderr
     done = serve("--engine-socket", str(tmp_path / "none.sock"))
-    assert done.returncode != 0 and "cannot reach the engine" in done.stderr and "Traceback" not in done.stderr
+    assert (
+        done.returncode != 0
+        and "cannot reach the engine" in done.stderr
+        and "Traceback" not in done.stderr
+    )

@@ -7,13 +7,12 @@ import socket
 import stat
 
 import pytest
+from unix_helpers import settled
 
 from llmkit.protocol.stream import PROTOCOL_VERSION
 from llmkit.protocol.stream_data import params_to_wire
 from llmkit.sampling_params import SamplingParams
 from llmkit.transports.unix import serve_unix
-
-from unix_helpers import settled
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +40,10 @@ async def test_a_request_streams_outputs_then_a_final(raw):
     while (message := await conn.receive())["type"] != "final":
         rest.append(message)
     assert all("prompt_token_ids" not in m["output"] for m in [*rest, message])
-    assert message["output"]["finished"] and message["output"]["outputs"][0]["finish_reason"] == "length"
+    assert (
+        message["output"]["finished"]
+        and message["output"]["outputs"][0]["finish_reason"] == "length"
+    )
 
 
 async def test_garbage_frame_closes_only_that_connection(raw):
@@ -83,11 +85,16 @@ async def test_oversize_frame_is_refused_at_its_header(raw):
         (generate("b", params={"output_kind": 7}), "params.output_kind"),
         (generate("b", params=[1]), "params"),
         (generate("b", priority="high"), "priority"),
-        ({"type": "encode", "id": "b", "prompt": "x", "params": {"dimensions": 0}}, "params.dimensions"),
+        (
+            {"type": "encode", "id": "b", "prompt": "x", "params": {"dimensions": 0}},
+            "params.dimensions",
+        ),
         ({"type": "hello", "version": PROTOCOL_VERSION}, "type"),
     ],
 )
-async def test_invalid_message_gets_an_error_naming_the_field_and_the_connection_stays(raw, message, param):
+async def test_invalid_message_gets_an_error_naming_the_field_and_the_connection_stays(
+    raw, message, param
+):
     conn = await raw()
     await conn.send(message)
     error = await conn.receive()

@@ -57,9 +57,11 @@ async def test_a_uid_that_is_not_allowed_is_refused(engine, tmp_path):
         with pytest.raises(PermissionError, match=f"uid {os.getuid()} may not use this engine"):
             async with EngineClient(path):
                 pass
-    async with serve_unix(engine, path, allow_same_uid=False, allow_uids=[os.getuid()]):
-        async with EngineClient(path) as client:
-            assert client.is_healthy()
+    async with (
+        serve_unix(engine, path, allow_same_uid=False, allow_uids=[os.getuid()]),
+        EngineClient(path) as client,
+    ):
+        assert client.is_healthy()
 
 
 @pytest.fixture
@@ -76,10 +78,16 @@ def shared_dir() -> Iterator[Path]:
 
 async def _as_nobody(path: Path) -> tuple[str, object]:
     python = shutil.which("python3", path="/usr/bin:/bin")
-    done = await anyio.to_thread.run_sync(functools.partial(
-        subprocess.run, [python, "-c", OTHER_USER_CLIENT, str(path), pack(hello_request()).hex()],
-        user=NOBODY, capture_output=True, text=True, timeout=60,
-    ))
+    done = await anyio.to_thread.run_sync(
+        functools.partial(
+            subprocess.run,
+            [python, "-c", OTHER_USER_CLIENT, str(path), pack(hello_request()).hex()],
+            user=NOBODY,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    )
     assert done.returncode == 0, done.stderr
     kind, value = done.stdout.split()
     return kind, msgpack.unpackb(bytes.fromhex(value)) if kind == "reply" else int(value)

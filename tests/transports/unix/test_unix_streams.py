@@ -1,4 +1,4 @@
-"""EngineClient over a real unix socket behaves as the AsyncEngine it reaches, under asyncio and trio."""
+"""EngineClient over a real unix socket acts as the AsyncEngine it reaches, on asyncio and trio."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import gc
 
 import anyio
 import pytest
+from unix_helpers import collect, same_outputs, settled
 
 from llmkit import (
     AsyncEngine,
@@ -19,8 +20,6 @@ from llmkit import (
 )
 from llmkit.transports.unix import EngineClient, serve_unix
 
-from unix_helpers import collect, same_outputs, settled
-
 pytestmark = pytest.mark.anyio
 
 LONG = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
@@ -29,10 +28,17 @@ LONG = SamplingParams(temperature=0, max_tokens=400, ignore_eos=True)
 def _params(i: int) -> SamplingParams:
     """Greedy and seeded requests, some with logprobs, prompt logprobs, n=2 or stop strings."""
     if i % 2 == 0:
-        return SamplingParams(temperature=0, max_tokens=12 + i % 5, logprobs=2 if i % 4 == 0 else None)
+        return SamplingParams(
+            temperature=0, max_tokens=12 + i % 5, logprobs=2 if i % 4 == 0 else None
+        )
     return SamplingParams(
-        temperature=0.9, top_p=0.9, seed=i, max_tokens=10, n=2 if i % 3 == 0 else 1,
-        prompt_logprobs=1 if i % 5 == 1 else None, stop=["e"] if i % 7 == 1 else None,
+        temperature=0.9,
+        top_p=0.9,
+        seed=i,
+        max_tokens=10,
+        n=2 if i % 3 == 0 else 1,
+        prompt_logprobs=1 if i % 5 == 1 else None,
+        stop=["e"] if i % 7 == 1 else None,
     )
 
 
@@ -50,7 +56,9 @@ async def _run_all(engine, start) -> dict[int, object]:
 
 async def test_64_concurrent_completions_equal_direct(engine, remote):
     def start(target, i):
-        return target.generate(f"Request {i}: " + "tell me a story " * (i % 7), _params(i), request_id=f"r{i}")
+        return target.generate(
+            f"Request {i}: " + "tell me a story " * (i % 7), _params(i), request_id=f"r{i}"
+        )
 
     direct = await _run_all(engine, start)
     through_socket = await _run_all(remote, start)
@@ -61,7 +69,10 @@ async def test_64_concurrent_completions_equal_direct(engine, remote):
 
 async def test_64_concurrent_chats_equal_direct(engine, remote):
     def start(target, i):
-        messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Question {i}?"}]
+        messages = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": f"Question {i}?"},
+        ]
         return target.chat(messages, _params(i), request_id=f"c{i}")
 
     direct = await _run_all(engine, start)
@@ -70,13 +81,17 @@ async def test_64_concurrent_chats_equal_direct(engine, remote):
 
 
 async def test_delta_and_final_only_outputs(engine, remote):
-    delta = SamplingParams(temperature=0, max_tokens=20, ignore_eos=True, output_kind=RequestOutputKind.DELTA)
+    delta = SamplingParams(
+        temperature=0, max_tokens=20, ignore_eos=True, output_kind=RequestOutputKind.DELTA
+    )
     full = await collect(engine.generate("Hi there", _kind(delta, RequestOutputKind.CUMULATIVE)))
     deltas = [o async for o in remote.generate("Hi there", delta)]
     assert "".join(d.outputs[0].text for d in deltas) == full.outputs[0].text
-    assert sum((d.outputs[0].token_ids for d in deltas), []) == full.outputs[0].token_ids
+    assert [t for d in deltas for t in d.outputs[0].token_ids] == full.outputs[0].token_ids
     assert deltas[0].prompt_token_ids == full.prompt_token_ids
-    finals = [o async for o in remote.generate("Hi there", _kind(delta, RequestOutputKind.FINAL_ONLY))]
+    finals = [
+        o async for o in remote.generate("Hi there", _kind(delta, RequestOutputKind.FINAL_ONLY))
+    ]
     assert len(finals) == 1 and finals[0].outputs == full.outputs
 
 
@@ -85,7 +100,9 @@ def _kind(params: SamplingParams, kind: RequestOutputKind) -> SamplingParams:
 
 
 async def test_a_slow_reader_gets_merged_deltas(remote):
-    params = SamplingParams(temperature=0, max_tokens=120, ignore_eos=True, output_kind=RequestOutputKind.DELTA)
+    params = SamplingParams(
+        temperature=0, max_tokens=120, ignore_eos=True, output_kind=RequestOutputKind.DELTA
+    )
     full = await collect(remote.generate("slow", _kind(params, RequestOutputKind.CUMULATIVE)))
     outputs = []
     async for out in remote.generate("slow", params):
@@ -189,7 +206,7 @@ async def test_unconnected_client_says_so(socket_path):
     with pytest.raises(EngineNotStartedError):
         client.generate("x")
     with pytest.raises(EngineNotStartedError):
-        client.model_info
+        _ = client.model_info
 
 
 async def test_closing_the_client_ends_its_streams_and_aborts(engine, socket_path):
@@ -221,7 +238,10 @@ async def test_embeddings_equal_direct(minilm_engine, tmp_path):
         return target.encode(texts[i], params[i % 3], request_id=f"e{i}")
 
     direct = await _run_all(minilm_engine, start)
-    async with serve_unix(minilm_engine, tmp_path / "minilm.sock"), EngineClient(tmp_path / "minilm.sock") as client:
+    async with (
+        serve_unix(minilm_engine, tmp_path / "minilm.sock"),
+        EngineClient(tmp_path / "minilm.sock") as client,
+    ):
         through_socket = await _run_all(client, start)
     assert through_socket == direct
     assert len(direct[1].outputs.embedding) == 32

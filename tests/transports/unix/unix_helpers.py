@@ -67,7 +67,9 @@ def same_outputs(a: Any, b: Any, rel: float = 1e-4) -> bool:
     """Equal outputs, floats (log-probabilities) to within ``rel``: batches of another
     composition round them differently; tokens, texts and reasons must be identical."""
     if dataclasses.is_dataclass(a) and type(a) is type(b):
-        return all(same_outputs(getattr(a, f.name), getattr(b, f.name), rel) for f in dataclasses.fields(a))
+        return all(
+            same_outputs(getattr(a, f.name), getattr(b, f.name), rel) for f in dataclasses.fields(a)
+        )
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_outputs(a[k], b[k], rel) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -75,4 +77,3 @@ def same_outputs(a: Any, b: Any, rel: float = 1e-4) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=rel, abs_tol=rel)
     return a == b
-
