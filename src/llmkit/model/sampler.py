@@ -1,4 +1,4 @@
-"""Batched sampling on the device: logits processors, penalties, top-k/p, min-p, seeds, logprobs."""
+"""Batched sampling on device: logits processors, penalties, top-k/p, min-p, seeds, logprobs."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Sampler:
             tokens = torch.where(torch.tensor(greedy, device=self.device), tokens, sampled)
 
         lp = self._logprobs(raw, tokens, rows) if raw is not None else [None] * len(rows)
-        return [SampledToken(t, l) for t, l in zip(tokens.tolist(), lp)]
+        return [SampledToken(t, logprobs) for t, logprobs in zip(tokens.tolist(), lp)]
 
     def _apply_masks(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         for i, r in enumerate(rows):
@@ -64,7 +64,7 @@ class Sampler:
                 ids = torch.tensor(list(p.logit_bias), device=self.device)
                 logits[i, ids] += torch.tensor(list(p.logit_bias.values()), device=self.device)
             if len(r.output_token_ids) < p.min_tokens:
-                banned = list(p.stop_token_ids)
+                banned = list(p.stop_token_ids or ())
                 if r.eos_token_id is not None and not p.ignore_eos:
                     banned.append(r.eos_token_id)
                 if banned:
@@ -105,7 +105,8 @@ class Sampler:
             logits = _top_k_top_p(logits, top_k, top_p)
         probs = torch.softmax(logits, dim=-1)
         if any(m > 0 for m in min_p):
-            threshold = torch.tensor(min_p, device=dev)[:, None] * probs.max(-1, keepdim=True).values
+            top = probs.max(-1, keepdim=True).values
+            threshold = torch.tensor(min_p, device=dev)[:, None] * top
             probs = torch.where(probs < threshold, 0.0, probs)
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
@@ -116,23 +117,26 @@ class Sampler:
                 q[i].exponential_(generator=r.generator)
         return (probs / q).argmax(dim=-1)
 
-    def _logprobs(self, raw, tokens, rows) -> list[list[tuple[int, float, int]] | None]:
+    def _logprobs(
+        self, raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]
+    ) -> list[list[tuple[int, float, int]] | None]:
         chosen = raw.gather(1, tokens[:, None])
         ranks = (raw > chosen).sum(-1) + 1
         k = max(r.params.logprobs or 0 for r in rows)
-        top_vals, top_ids = raw.topk(k, dim=-1) if k else (None, None)
         chosen_l, ranks_l, tokens_l = chosen[:, 0].tolist(), ranks.tolist(), tokens.tolist()
-        top_vals_l = top_vals.tolist() if k else None
-        top_ids_l = top_ids.tolist() if k else None
-        out = []
+        top_vals_l: list[list[float]] = []
+        top_ids_l: list[list[int]] = []
+        if k:
+            top_vals, top_ids = raw.topk(k, dim=-1)
+            top_vals_l, top_ids_l = top_vals.tolist(), top_ids.tolist()
+        out: list[list[tuple[int, float, int]] | None] = []
         for i, r in enumerate(rows):
             n = r.params.logprobs
             if n is None:
                 out.append(None)
                 continue
             entries = [(tokens_l[i], chosen_l[i], ranks_l[i])]
-            for j in range(n):
-                entries.append((top_ids_l[i][j], top_vals_l[i][j], j + 1))
+            entries += [(top_ids_l[i][j], top_vals_l[i][j], j + 1) for j in range(n)]
             out.append(entries)
         return out
 
