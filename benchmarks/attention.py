@@ -122,7 +122,7 @@ def main() -> None:
     from triton.testing import do_bench
 
     from llmkit.model.attention import TorchAttentionBackend
-    from llmkit.model.triton_attention import (
+    from llmkit.model.attention.triton import (
         TritonAttentionBackend,
         choose_num_splits,
         compute_units,

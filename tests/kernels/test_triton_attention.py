@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from llmkit.model.attention import AttentionMetadata, TorchAttentionBackend, create_backend
-from llmkit.model.triton_attention import TritonAttentionBackend, choose_num_splits
+from llmkit.model.attention.triton import TritonAttentionBackend, choose_num_splits
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}

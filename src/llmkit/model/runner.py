@@ -133,6 +133,7 @@ class ModelRunner:
             query_start_loc_host=starts,
             seq_lens_host=seq_lens,
         )
+        self.backend.prepare(meta, self.block_size, self.dtype)
         ctx = ForwardContext(
             positions=torch.tensor(positions, dtype=torch.int64, device=dev),
             meta=meta,
