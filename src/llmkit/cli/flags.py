@@ -1,4 +1,4 @@
-"""EngineConfig's fields as command-line flags, generated from the dataclass."""
+"""Shared flags: EngineConfig's fields, generated from the dataclass, and sampling."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import typing
 from typing import Any
 
 from llmkit.config import EngineConfig
+from llmkit.sampling_params import RequestOutputKind, SamplingParams
+
+# The only place llmkit reads an environment variable for a setting (see DESIGN.md).
+API_KEY_ENV = "LLMKIT_API_KEY"
 
 
 def _flag(name: str) -> str:
@@ -23,6 +27,12 @@ def _base_type(hint: Any) -> Any:
     return hint
 
 
+def _help(field: dataclasses.Field[Any]) -> str:
+    """The field's own documentation, and its default where the text does not give it."""
+    text = field.metadata["help"]
+    return text if field.default is None else f"{text} (default: {field.default})"
+
+
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per EngineConfig field but ``model``; unset flags keep the field's default."""
     group = parser.add_argument_group("engine", "EngineConfig fields (see llmkit.EngineConfig)")
@@ -31,16 +41,15 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         if field.name == "model":
             continue
         kind = _base_type(hints[field.name])
-        help_text = f"default: {field.default}"
         if kind is bool:
             group.add_argument(
                 _flag(field.name), action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS, help=help_text,
+                default=argparse.SUPPRESS, help=_help(field),
             )
         else:
             group.add_argument(
                 _flag(field.name), type=kind, default=argparse.SUPPRESS,
-                metavar=kind.__name__.upper(), help=help_text,
+                metavar=kind.__name__.upper(), help=_help(field),
             )
 
 
@@ -67,3 +76,35 @@ def to_flags(kwargs: dict[str, Any]) -> list[str]:
         elif value is not None:
             flags += [_flag(name), str(value)]
     return flags
+
+
+def add_sampling_flags(parser: argparse.ArgumentParser, max_tokens: int) -> None:
+    """The sampling settings of the requests ``run`` and ``chat`` send."""
+    group = parser.add_argument_group("sampling")
+    group.add_argument(
+        "--max-tokens", type=int, default=max_tokens,
+        help=f"the most tokens to generate per reply (default: {max_tokens})",
+    )
+    group.add_argument(
+        "--temperature", type=float, default=0.7,
+        help="the sampling temperature; 0 is greedy (default: 0.7)",
+    )
+    group.add_argument(
+        "--top-p", type=float, default=1.0,
+        help="nucleus sampling: keep the most likely tokens up to this probability (default: 1.0)",
+    )
+    group.add_argument(
+        "--sampling-seed", type=int,
+        help="the request's sampling seed, for reproducible samples (default: none)",
+    )
+
+
+def sampling_params(args: argparse.Namespace) -> SamplingParams:
+    """The sampling flags as streaming (``DELTA``) SamplingParams."""
+    return SamplingParams(
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.sampling_seed,
+        output_kind=RequestOutputKind.DELTA,
+    )
