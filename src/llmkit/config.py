@@ -128,8 +128,7 @@ class EngineConfig:
             _at_least("num_kv_blocks", self.num_kv_blocks, 1)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
-                "gpu_memory_utilization must be in (0, 1], "
-                f"got {self.gpu_memory_utilization}"
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
         if not self.cpu_kv_cache_gib > 0:
             raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")

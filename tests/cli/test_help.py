@@ -37,8 +37,13 @@ ALL = list(commands(build_parser()))
 def test_every_command_is_walked():
     names = {name for name, _ in ALL}
     assert {
-        "llmkit serve", "llmkit run", "llmkit chat", "llmkit demo-model",
-        "llmkit bench", "llmkit bench throughput", "llmkit bench serve",
+        "llmkit serve",
+        "llmkit run",
+        "llmkit chat",
+        "llmkit demo-model",
+        "llmkit bench",
+        "llmkit bench throughput",
+        "llmkit bench serve",
     } <= names
 
 
@@ -63,7 +68,10 @@ def test_engine_flags_use_the_fields_documentation():
 def test_serve_help_prints_the_engine_flags():
     result = subprocess.run(
         [sys.executable, "-m", "llmkit.cli", "serve", "--help"],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     text = " ".join(result.stdout.split())  # argparse wraps lines
     assert "--max-num-seqs INT the most sequences in one step" in text

@@ -14,7 +14,10 @@ def _run(script: str, *args: str) -> str:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -27,4 +30,6 @@ def test_offline_generate(tiny_model):
 
 def test_async_generate_streams_three_requests(tiny_model):
     out = _run("async_generate.py", tiny_model)
-    assert {"[a]", "[b]", "[c]"} <= {line.split()[0] for line in out.splitlines() if line.startswith("[")}
+    assert {"[a]", "[b]", "[c]"} <= {
+        line.split()[0] for line in out.splitlines() if line.startswith("[")
+    }

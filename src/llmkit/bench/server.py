@@ -22,8 +22,16 @@ def start_server(
     """``llmkit serve MODEL FLAGS`` on a free port; the process and its base URL, once healthy."""
     port = _free_port()
     cmd = [
-        sys.executable, "-m", "llmkit.cli", "serve", model,
-        "--port", str(port), "--log-level", "warning", *flags,
+        sys.executable,
+        "-m",
+        "llmkit.cli",
+        "serve",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *flags,
     ]
     proc = subprocess.Popen(cmd)
     url = f"http://127.0.0.1:{port}"

@@ -97,8 +97,13 @@ class HttpLoad:
     async def __call__(self, prompt: str) -> RequestResult:
         start = time.perf_counter()
         stream = await self.client.completions.create(
-            model=self.model, prompt=prompt, max_tokens=self.output_len, temperature=0.0,
-            stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+            model=self.model,
+            prompt=prompt,
+            max_tokens=self.output_len,
+            temperature=0.0,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
         )
         stamps: list[float] = []
         tokens = 0
@@ -116,7 +121,9 @@ class DirectLoad:
     def __init__(self, engine: AsyncEngine, output_len: int):
         self.engine = engine
         self.params = SamplingParams(
-            max_tokens=output_len, temperature=0.0, ignore_eos=True,
+            max_tokens=output_len,
+            temperature=0.0,
+            ignore_eos=True,
             output_kind=RequestOutputKind.DELTA,
         )
 
@@ -139,13 +146,16 @@ def _gaps(stamps: list[float]) -> list[float]:
 def openai_client(base_url: str, api_key: str | None, connections: int) -> openai.AsyncOpenAI:
     """An AsyncOpenAI client whose pool keeps a connection alive for each concurrent client."""
     limits = httpx.Limits(
-        max_connections=connections, max_keepalive_connections=connections,
+        max_connections=connections,
+        max_keepalive_connections=connections,
         keepalive_expiry=_KEEPALIVE_EXPIRY_S,
     )
     # Any: openai 1.x annotates httpx.AsyncClient, later majors httpx2's, and accept both.
     http_client: Any = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(600.0))
     return openai.AsyncOpenAI(
-        base_url=f"{base_url}/v1", api_key=api_key or "none", max_retries=0,
+        base_url=f"{base_url}/v1",
+        api_key=api_key or "none",
+        max_retries=0,
         http_client=http_client,
     )
 

@@ -8,9 +8,35 @@ import random
 from dataclasses import dataclass
 
 _WORDS = (
-    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "river",
-    "light", "music", "story", "garden", "window", "coffee", "morning", "evening", "city",
-    "night", "model", "token", "engine", "serve", "batch", "cache", "block", "request",
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "river",
+    "light",
+    "music",
+    "story",
+    "garden",
+    "window",
+    "coffee",
+    "morning",
+    "evening",
+    "city",
+    "night",
+    "model",
+    "token",
+    "engine",
+    "serve",
+    "batch",
+    "cache",
+    "block",
+    "request",
 )
 
 

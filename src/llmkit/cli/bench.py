@@ -36,16 +36,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="the model name to ask for (default: the first the server lists)",
     )
     serve.add_argument(
-        "--concurrency", type=int, nargs="+", default=[1, 16, 64],
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1, 16, 64],
         help="the numbers of concurrent clients, one level each (default: 1 16 64)",
     )
     serve.add_argument(
-        "--rounds", type=int, default=2,
+        "--rounds",
+        type=int,
+        default=2,
         help="requests per client at each level, one after the other (default: 2)",
     )
     serve.add_argument("--skip-direct", action="store_true", help="no direct-engine baseline")
     serve.add_argument(
-        "--repeat", type=int, default=1,
+        "--repeat",
+        type=int,
+        default=1,
         help="runs per level and side, alternating; each side keeps its best (for shared machines)",
     )
     _add_workload_flags(serve)
@@ -57,7 +64,9 @@ def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("workload")
     group.add_argument("--input-words", type=int, default=24, help="words per prompt (default: 24)")
     group.add_argument(
-        "--output-len", type=int, default=128,
+        "--output-len",
+        type=int,
+        default=128,
         help="tokens per completion, generated greedily past EOS (default: 128)",
     )
     group.add_argument(
@@ -89,12 +98,19 @@ def serve_command(args: argparse.Namespace) -> int:
             "pip install 'llmkit[bench]'"
         ) from None
     options = ServingOptions(
-        concurrency=tuple(args.concurrency), rounds=args.rounds, repeat=args.repeat,
-        direct=not args.skip_direct, workload=_workload(args),
+        concurrency=tuple(args.concurrency),
+        rounds=args.rounds,
+        repeat=args.repeat,
+        direct=not args.skip_direct,
+        workload=_workload(args),
     )
     result = run_serving(
-        engine_config(args.model, args), options, url=args.url, api_key=args.api_key,
-        served_model_name=args.served_model_name, server_flags=to_flags(engine_kwargs(args)),
+        engine_config(args.model, args),
+        options,
+        url=args.url,
+        api_key=args.api_key,
+        served_model_name=args.served_model_name,
+        server_flags=to_flags(engine_kwargs(args)),
     )
     print(result.report())
     return 0

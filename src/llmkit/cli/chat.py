@@ -59,8 +59,13 @@ def _chat_remote(args: argparse.Namespace, messages: list[dict[str, str]]) -> in
     while (line := _read_user_line()) is not None:
         messages.append({"role": "user", "content": line})
         stream = client.chat.completions.create(
-            model=model, messages=messages, stream=True, max_tokens=args.max_tokens,
-            temperature=args.temperature, top_p=args.top_p, seed=args.sampling_seed,
+            model=model,
+            messages=messages,
+            stream=True,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            seed=args.sampling_seed,
         )
         reply = []
         for chunk in stream:

@@ -43,13 +43,18 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         kind = _base_type(hints[field.name])
         if kind is bool:
             group.add_argument(
-                _flag(field.name), action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS, help=_help(field),
+                _flag(field.name),
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=_help(field),
             )
         else:
             group.add_argument(
-                _flag(field.name), type=kind, default=argparse.SUPPRESS,
-                metavar=kind.__name__.upper(), help=_help(field),
+                _flag(field.name),
+                type=kind,
+                default=argparse.SUPPRESS,
+                metavar=kind.__name__.upper(),
+                help=_help(field),
             )
 
 
@@ -82,19 +87,26 @@ def add_sampling_flags(parser: argparse.ArgumentParser, max_tokens: int) -> None
     """The sampling settings of the requests ``run`` and ``chat`` send."""
     group = parser.add_argument_group("sampling")
     group.add_argument(
-        "--max-tokens", type=int, default=max_tokens,
+        "--max-tokens",
+        type=int,
+        default=max_tokens,
         help=f"the most tokens to generate per reply (default: {max_tokens})",
     )
     group.add_argument(
-        "--temperature", type=float, default=0.7,
+        "--temperature",
+        type=float,
+        default=0.7,
         help="the sampling temperature; 0 is greedy (default: 0.7)",
     )
     group.add_argument(
-        "--top-p", type=float, default=1.0,
+        "--top-p",
+        type=float,
+        default=1.0,
         help="nucleus sampling: keep the most likely tokens up to this probability (default: 1.0)",
     )
     group.add_argument(
-        "--sampling-seed", type=int,
+        "--sampling-seed",
+        type=int,
         help="the request's sampling seed, for reproducible samples (default: none)",
     )
 

@@ -29,7 +29,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--root-path", default="", help="the path prefix a proxy serves this under")
     serve.add_argument("--served-model-name", nargs="+", help="the model name(s) clients use")
     serve.add_argument(
-        "--api-key", action="append",
+        "--api-key",
+        action="append",
         help=f"require this key (repeatable; or set {API_KEY_ENV})",
     )
     serve.add_argument(
@@ -45,11 +46,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--log-prompts", action="store_true", help="log prompts (off by default)")
     serve.add_argument("--max-log-len", type=int, help="cut logged prompts to this many characters")
     serve.add_argument(
-        "--shutdown-timeout", type=float, default=30.0,
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
         help="on SIGTERM, seconds to let in-flight requests finish (default: 30)",
     )
     serve.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
         help="the server's log level (default: info)",
     )
     add_engine_flags(serve)

@@ -9,6 +9,7 @@ the request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import anyio
@@ -99,10 +100,9 @@ class RequestStream:
         if self._wake_pending:
             return
         self._wake_pending = True
-        try:
+        # A RuntimeError means the reader's event loop is gone: nobody is waiting.
+        with contextlib.suppress(RuntimeError):
             self._schedule(self._wake)
-        except RuntimeError:
-            pass  # the reader's event loop is gone; nobody is waiting
 
     def _wake(self) -> None:
         self._wake_pending = False

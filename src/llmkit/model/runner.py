@@ -19,7 +19,7 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 
 @dataclass
 class SeqInput:
-    """One request's share of a step: ``token_ids`` at positions ``start``.. through ``block_ids``."""
+    """One request's share of a step: ``token_ids`` from position ``start``, KV in ``block_ids``."""
 
     token_ids: list[int]
     start: int
@@ -70,7 +70,11 @@ class ModelRunner:
         ]
         logger.info(
             "model on %s in %s, %s attention, %d KV blocks of %d tokens",
-            self.device, self.dtype, self.backend.name, self.num_blocks, self.block_size,
+            self.device,
+            self.dtype,
+            self.backend.name,
+            self.num_blocks,
+            self.block_size,
         )
 
     def _block_bytes(self) -> int:

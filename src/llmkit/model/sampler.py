@@ -135,9 +135,7 @@ class Sampler:
         return _ranked(raw, torch.tensor(targets, device=raw.device), k)
 
 
-def _ranked(
-    raw: torch.Tensor, tokens: torch.Tensor, k: int
-) -> list[list[tuple[int, float, int]]]:
+def _ranked(raw: torch.Tensor, tokens: torch.Tensor, k: int) -> list[list[tuple[int, float, int]]]:
     """Per row: (token id, logprob, rank) of ``tokens[row]``, then of the top ``k``."""
     chosen = raw.gather(1, tokens[:, None].long())
     ranks = ((raw > chosen).sum(-1) + 1).tolist()
