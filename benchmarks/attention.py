@@ -91,9 +91,7 @@ def min_bytes(case: Case, heads: tuple[int, int], head_dim: int, elem: int) -> i
 
 def flops(case: Case, heads: tuple[int, int], head_dim: int) -> int:
     """QK^T and PV over the causally visible keys of every query token."""
-    visible = sum(
-        sum(p + j + 1 for j in range(q)) for p, q in zip(case.prior, case.q_lens)
-    )
+    visible = sum(sum(p + j + 1 for j in range(q)) for p, q in zip(case.prior, case.q_lens))
     return 4 * visible * heads[0] * head_dim
 
 
@@ -103,6 +101,11 @@ def copy_bandwidth(do_bench, device) -> float:
     dst = torch.empty_like(src)
     ms = do_bench(lambda: dst.copy_(src), return_mode="median")
     return 2 * src.numel() / (ms * 1e-3)
+
+
+def timed(do_bench, backend, inputs: tuple) -> float:
+    """The median time of one forward, in ms."""
+    return do_bench(lambda: backend.forward(*inputs), return_mode="median")
 
 
 def main() -> None:
@@ -122,7 +125,7 @@ def main() -> None:
     from triton.testing import do_bench
 
     from llmkit.model.attention import TorchAttentionBackend
-    from llmkit.model.triton_attention import (
+    from llmkit.model.attention.triton import (
         TritonAttentionBackend,
         choose_num_splits,
         compute_units,
@@ -159,15 +162,10 @@ def main() -> None:
             num_kv_heads=heads[1],
             num_compute_units=compute_units(device),
         )
-
-        def timed(backend) -> float:
-            return do_bench(
-                lambda: backend.forward(query, k_cache, v_cache, meta, scale), return_mode="median"
-            )
-
-        ms = timed(auto)
-        ms_unsplit = timed(unsplit) if splits > 1 else ms
-        ms_torch = float("nan") if args.skip_torch else timed(reference)
+        inputs = (query, k_cache, v_cache, meta, scale)
+        ms = timed(do_bench, auto, inputs)
+        ms_unsplit = timed(do_bench, unsplit, inputs) if splits > 1 else ms
+        ms_torch = float("nan") if args.skip_torch else timed(do_bench, reference, inputs)
         # Agreement check, so a fast but wrong kernel cannot post a number.
         if not args.skip_torch:
             got = auto.forward(query, k_cache, v_cache, meta, scale).float()
@@ -182,7 +180,7 @@ def main() -> None:
             f"{ms_torch * 1e3:.1f} | {ms_torch / ms:.2f}x | {bw / 1e9:.0f} | "
             f"{100 * bw / copy_bw:.0f}% | {tflops:.1f} |"
         )
-        del query, k_cache, v_cache, meta
+        del query, k_cache, v_cache, meta, inputs
         torch.cuda.empty_cache()
 
 

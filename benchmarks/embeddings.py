@@ -18,8 +18,8 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 _WORDS = (
     "the a of to and in is was for on that with as by at from it this be are or have not but "
@@ -62,7 +62,9 @@ def _best_interleaved(fns: dict, repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-sentences", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=64, help="sentence-transformers batch size")
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="sentence-transformers batch size"
+    )
     parser.add_argument("--max-num-batched-tokens", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -104,8 +106,10 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads), CUDA: {torch.cuda.is_available()}"
     )
-    print(f"{n} sentences, {num_tokens} tokens ({num_tokens / n:.1f} per sentence), "
-          f"best of {args.repeat} interleaved runs")
+    print(
+        f"{n} sentences, {num_tokens} tokens ({num_tokens / n:.1f} per sentence), "
+        f"best of {args.repeat} interleaved runs"
+    )
     print()
     print("| engine | seconds | sentences/s | tokens/s |")
     print("|---|---:|---:|---:|")

@@ -3,9 +3,11 @@
     python benchmarks/serving.py --model demo                      # starts `llmkit serve` itself
     python benchmarks/serving.py --model demo --url http://127.0.0.1:8000
 
-The same as ``llmkit bench serve``; the logic lives in ``llmkit.bench``. For each number of
-clients (1, 16, 64 by default) it reports TTFT, inter-token latency and output tokens/s,
-and the ratio of HTTP throughput to AsyncEngine's in the same run.
+The same as ``llmkit bench serve`` (needs ``pip install 'llmkit[bench]'``); the logic lives
+in ``llmkit.bench.serving``. For each number of clients (1, 16, 64 by default) it streams
+completions through the official ``openai.AsyncOpenAI`` client and reports TTFT,
+inter-token latency and output tokens/s, and the ratio of HTTP throughput to AsyncEngine's
+in the same run.
 """
 
 from __future__ import annotations

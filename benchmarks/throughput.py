@@ -1,4 +1,4 @@
-"""Offline throughput: llmkit `LLM.generate` vs HuggingFace `generate` on the same model and workload.
+"""Offline throughput: llmkit `LLM.generate` vs HF `generate`, same model and workload.
 
     python benchmarks/throughput.py [--model demo] [--num-requests 64]
 
@@ -43,7 +43,9 @@ def workload_flops(hf_config, jobs) -> float:
     c = hf_config
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     q, kv = c.num_attention_heads * head_dim, c.num_key_value_heads * head_dim
-    per_layer = c.hidden_size * (q + 2 * kv) + q * c.hidden_size + 3 * c.hidden_size * c.intermediate_size
+    per_layer = (
+        c.hidden_size * (q + 2 * kv) + q * c.hidden_size + 3 * c.hidden_size * c.intermediate_size
+    )
     weights = c.num_hidden_layers * per_layer + c.hidden_size * c.vocab_size
     total = 0.0
     for prompt, out in jobs:
@@ -96,7 +98,10 @@ def run_hf(model: str, jobs, batch_size: int) -> float:
             mask[j, width - len(p) :] = 1
         with torch.inference_mode():
             hf.generate(
-                ids, attention_mask=mask, do_sample=False, pad_token_id=0,
+                ids,
+                attention_mask=mask,
+                do_sample=False,
+                pad_token_id=0,
                 max_new_tokens=max(o for _, o in batch),
             )
     return time.perf_counter() - t0
@@ -114,14 +119,18 @@ def main() -> None:
     config = AutoConfig.from_pretrained(model)
     jobs = workload(args.num_requests, config.vocab_size)
     useful = sum(o for _, o in jobs)
-    print(f"model {args.model}: {config.num_hidden_layers} layers, hidden {config.hidden_size}; "
-          f"{len(jobs)} requests, {sum(len(p) for p, _ in jobs)} prompt and {useful} output tokens; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"model {args.model}: {config.num_hidden_layers} layers, hidden {config.hidden_size}; "
+        f"{len(jobs)} requests, {sum(len(p) for p, _ in jobs)} prompt and {useful} output tokens; "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     wall, forward = run_llmkit(model, jobs)
     ours = useful / wall
-    print(f"llmkit:  {ours:8.1f} output tok/s  ({wall:.2f} s; outside the forward: "
-          f"{100 * (wall - forward) / wall:.1f}%)")
+    print(
+        f"llmkit:  {ours:8.1f} output tok/s  ({wall:.2f} s; outside the forward: "
+        f"{100 * (wall - forward) / wall:.1f}%)"
+    )
 
     best = None
     for bs in (int(b) for b in args.hf_batch_sizes.split(",")):
@@ -131,8 +140,10 @@ def main() -> None:
     hf_rate = useful / best
     floor = workload_flops(config, jobs) / gemm_rate()
     print(f"ratio llmkit / best HF: {ours / hf_rate:.2f}x")
-    print(f"compute floor {floor:.2f} s: llmkit reaches {100 * floor / wall:.0f}%, "
-          f"HF {100 * floor / best:.0f}% of it")
+    print(
+        f"compute floor {floor:.2f} s: llmkit reaches {100 * floor / wall:.0f}%, "
+        f"HF {100 * floor / best:.0f}% of it"
+    )
 
 
 if __name__ == "__main__":

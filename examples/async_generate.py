@@ -9,7 +9,9 @@ from llmkit import AsyncEngine, EngineConfig, RequestOutputKind, SamplingParams
 
 
 async def stream_one(engine: AsyncEngine, name: str, prompt: str) -> str:
-    params = SamplingParams(max_tokens=24, temperature=0.7, seed=1, output_kind=RequestOutputKind.DELTA)
+    params = SamplingParams(
+        max_tokens=24, temperature=0.7, seed=1, output_kind=RequestOutputKind.DELTA
+    )
     text = ""
     async for out in engine.generate(prompt, params):
         text += out.outputs[0].text

@@ -1,8 +1,8 @@
 """Mount llmkit's OpenAI app inside an existing Starlette service (FastAPI works the same way).
 
-    python examples/mount_in_fastapi_or_starlette.py --model demo --port 8000
-    curl localhost:8000/status
-    curl localhost:8000/llm/v1/models
+python examples/mount_in_fastapi_or_starlette.py --model demo --port 8000
+curl localhost:8000/status
+curl localhost:8000/llm/v1/models
 """
 
 from __future__ import annotations

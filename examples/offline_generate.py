@@ -1,4 +1,4 @@
-"""Offline batch generation with `LLM` on the built-in demo model (random weights: the text is noise)."""
+"""Offline batch generation with `LLM` on the built-in demo model (random weights: noise)."""
 
 from __future__ import annotations
 

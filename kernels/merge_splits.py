@@ -33,11 +33,11 @@ def merge_splits_kernel(
     # A split that saw no key (past a short context, or past a row's causal limit)
     # reports max -inf and sum 0, so its weight below is exactly 0.
     m = tl.load(part_max_ptr + row * NUM_SPLITS + offs_s, mask=s_valid, other=float("-inf"))
-    l = tl.load(part_sum_ptr + row * NUM_SPLITS + offs_s, mask=s_valid, other=0.0)
+    sums = tl.load(part_sum_ptr + row * NUM_SPLITS + offs_s, mask=s_valid, other=0.0)
     m_max = tl.max(m, axis=0)
     m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
     w = tl.exp2(m - m_max)
-    denom = tl.sum(l * w, axis=0)
+    denom = tl.sum(sums * w, axis=0)
 
     acc = tl.load(
         part_acc_ptr + (row * NUM_SPLITS + offs_s[:, None]) * HEAD_DIM + offs_d[None, :],

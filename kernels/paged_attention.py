@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from llmkit.kernels.merge_splits import merge_splits
-from llmkit.kernels.runtime import check_launchable
+from .merge_splits import merge_splits
+from .runtime import check_launchable
 
 
 @triton.jit
@@ -245,17 +245,16 @@ def paged_attention(
     if num_tokens == 0 or num_reqs == 0:
         return out
 
-    cfg = tile_config(
-        max_query_len, num_q_heads // num_kv_heads, head_dim, k_cache.element_size()
-    )
+    cfg = tile_config(max_query_len, num_q_heads // num_kv_heads, head_dim, k_cache.element_size())
     launch = {"num_warps": cfg.pop("num_warps"), "num_stages": cfg.pop("num_stages")}
     grid = (num_tokens // cfg["BLOCK_Q"] + num_reqs, num_kv_heads, num_splits)
     if num_splits == 1:
         part_acc = part_max = part_sum = out  # unused: that branch is compiled out
     else:
-        f32 = {"dtype": torch.float32, "device": query.device}
-        part_acc = torch.empty((num_tokens, num_q_heads, num_splits, head_dim), **f32)
-        part_max = torch.empty((num_tokens, num_q_heads, num_splits), **f32)
+        part_acc = query.new_empty(
+            (num_tokens, num_q_heads, num_splits, head_dim), dtype=torch.float32
+        )
+        part_max = part_acc.new_empty((num_tokens, num_q_heads, num_splits))
         part_sum = torch.empty_like(part_max)
 
     paged_attention_kernel[grid](

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from llmkit.kernels.runtime import check_launchable
+from .runtime import check_launchable
 
 
 @triton.jit

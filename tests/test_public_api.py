@@ -6,11 +6,26 @@ import sys
 import llmkit
 
 EXPECTED = {
-    "AsyncEngine", "CompletionOutput", "EmbeddingOutput", "EmbeddingRequestOutput",
-    "EngineConfig", "EngineDeadError", "EngineNotStartedError", "EngineProtocol", "EngineStats",
-    "LLM", "LLMKitError", "Logprob", "ModelInfo",
-    "PoolingParams", "RequestFailedError", "RequestOutput", "RequestOutputKind",
-    "RequestStream", "SamplingParams", "__version__",
+    "AsyncEngine",
+    "CompletionOutput",
+    "EmbeddingOutput",
+    "EmbeddingRequestOutput",
+    "EngineConfig",
+    "EngineDeadError",
+    "EngineNotStartedError",
+    "EngineProtocol",
+    "EngineStats",
+    "LLM",
+    "LLMKitError",
+    "Logprob",
+    "ModelInfo",
+    "PoolingParams",
+    "RequestFailedError",
+    "RequestOutput",
+    "RequestOutputKind",
+    "RequestStream",
+    "SamplingParams",
+    "__version__",
 }
 
 

@@ -34,7 +34,7 @@ _EXPORTS = {
     "SamplingParams": "llmkit.sampling_params",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = [*sorted(_EXPORTS), "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -53,10 +53,10 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
     from llmkit.engine.async_engine import AsyncEngine
-    from llmkit.engine.request_stream import RequestStream
-    from llmkit.engine.protocol import EngineProtocol, ModelInfo
-    from llmkit.engine.stats import EngineStats
     from llmkit.engine.llm import LLM
+    from llmkit.engine.protocol import EngineProtocol, ModelInfo
+    from llmkit.engine.request_stream import RequestStream
+    from llmkit.engine.stats import EngineStats
     from llmkit.errors import (
         EngineDeadError,
         EngineNotStartedError,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -16,26 +16,96 @@ _TASKS = ("auto", "generate", "embed")
 class EngineConfig:
     """Engine settings; names follow vLLM's ``EngineArgs`` where one exists."""
 
-    model: str
-    tokenizer: str | None = None
-    dtype: str = "auto"
-    seed: int = 0
-    max_model_len: int | None = None
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int | None = None
-    block_size: int = 16
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
-    gpu_memory_utilization: float = 0.9
-    device: str = "auto"
-    num_kv_blocks: int | None = None
+    model: str = field(
+        metadata={"help": "a HuggingFace model directory, or 'demo' (a random-weight Llama)"}
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "a tokenizer directory or name, when it is not the model's own"},
+    )
+    dtype: str = field(
+        default="auto",
+        metadata={
+            "help": f"the weights' and KV cache's data type, one of {', '.join(_DTYPES)}; auto: "
+            "float32 on CPU; on GPU bfloat16 for bfloat16 checkpoints, else float16"
+        },
+    )
+    seed: int = field(default=0, metadata={"help": "the random seed of the engine"})
+    max_model_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "the model's context length, prompt plus output, in tokens "
+            "(default: the model's max_position_embeddings)"
+        },
+    )
+    max_num_seqs: int = field(
+        default=256,
+        metadata={"help": "the most sequences in one step (the batch's sequence budget)"},
+    )
+    max_num_batched_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "the most tokens in one step (the batch's token budget); unset: 2048, "
+            "or max_model_len if larger when prompts cannot be chunked"
+        },
+    )
+    block_size: int = field(
+        default=16,
+        metadata={"help": "tokens per KV cache block, a power of two from 1 to 128"},
+    )
+    enable_prefix_caching: bool = field(
+        default=True,
+        metadata={"help": "reuse the KV cache blocks of prompt prefixes earlier requests computed"},
+    )
+    enable_chunked_prefill: bool = field(
+        default=True,
+        metadata={"help": "split long prompts over several steps, batched with decodes"},
+    )
+    gpu_memory_utilization: float = field(
+        default=0.9,
+        metadata={
+            "help": "the share of GPU memory, from 0 to 1, the engine may use for the model "
+            "and its KV cache"
+        },
+    )
+    device: str = field(
+        default="auto",
+        metadata={
+            "help": f"where the model runs, one of {', '.join(_DEVICES)}; auto: cuda if there "
+            "is a GPU, else cpu"
+        },
+    )
+    num_kv_blocks: int | None = field(
+        default=None,
+        metadata={
+            "help": "the number of KV cache blocks, overriding the memory budget "
+            "(default: as many as the budget holds)"
+        },
+    )
     # KV cache budget on CPU, where there is no device memory to measure (vLLM's
     # VLLM_CPU_KVCACHE_SPACE, as a field rather than an environment variable).
-    cpu_kv_cache_gib: float = 2.0
-    attention_backend: str = "auto"
-    task: str = "auto"
-    # vLLM's --max-logprobs: the most logprobs a request may ask for.
-    max_logprobs: int = 20
+    cpu_kv_cache_gib: float = field(
+        default=2.0,
+        metadata={"help": "the KV cache's size in GiB when the model runs on CPU"},
+    )
+    attention_backend: str = field(
+        default="auto",
+        metadata={
+            "help": f"the attention implementation, one of {', '.join(_BACKENDS)}; auto is "
+            "triton on GPU and torch on CPU"
+        },
+    )
+    task: str = field(
+        default="auto",
+        metadata={
+            "help": f"what the model serves, one of {', '.join(_TASKS)}; auto is embed for "
+            "encoder-only models, else generate"
+        },
+    )
+    max_logprobs: int = field(
+        default=20,
+        metadata={"help": "the most log probabilities a request may ask for, per token"},
+    )
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -58,8 +128,7 @@ class EngineConfig:
             _at_least("num_kv_blocks", self.num_kv_blocks, 1)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
-                "gpu_memory_utilization must be in (0, 1], "
-                f"got {self.gpu_memory_utilization}"
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
         if not self.cpu_kv_cache_gib > 0:
             raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")

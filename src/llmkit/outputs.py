@@ -1,4 +1,4 @@
-"""What the engine returns: RequestOutput with CompletionOutputs, and pooling (embedding) results."""
+"""What the engine returns: RequestOutput with CompletionOutputs, and embedding results."""
 
 from __future__ import annotations
 

@@ -64,7 +64,9 @@ class SamplingParams:
             "repetition_penalty",
             f"must be greater than zero, got {self.repetition_penalty}",
         )
-        _check(self.temperature >= 0.0, "temperature", f"must be non-negative, got {self.temperature}")
+        _check(
+            self.temperature >= 0.0, "temperature", f"must be non-negative, got {self.temperature}"
+        )
         _check(0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}")
         _check(isinstance(self.top_k, int), "top_k", f"must be an integer, got {self.top_k!r}")
         _check(0.0 <= self.min_p <= 1.0, "min_p", f"must be in [0, 1], got {self.min_p}")
@@ -75,7 +77,8 @@ class SamplingParams:
             _check(
                 self.min_tokens <= self.max_tokens,
                 "min_tokens",
-                f"must be less than or equal to max_tokens={self.max_tokens}, got {self.min_tokens}",
+                f"must be less than or equal to max_tokens={self.max_tokens}, "
+                f"got {self.min_tokens}",
             )
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(self, name)
@@ -120,7 +123,8 @@ class PoolingParams:
             _check(
                 self.truncate_prompt_tokens >= 1 or self.truncate_prompt_tokens == -1,
                 "truncate_prompt_tokens",
-                f"must be at least 1 (or -1 for the model's maximum), got {self.truncate_prompt_tokens}",
+                "must be at least 1 (or -1 for the model's maximum), "
+                f"got {self.truncate_prompt_tokens}",
             )
         if self.pooling_type is not None:
             self.pooling_type = self.pooling_type.lower()

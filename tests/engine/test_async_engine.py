@@ -1,4 +1,4 @@
-"""AsyncEngine under asyncio and trio: concurrency, cancellation, backpressure, failure, shutdown."""
+"""AsyncEngine on asyncio and trio: concurrency, cancellation, backpressure, failure, shutdown."""
 
 from __future__ import annotations
 
@@ -111,7 +111,9 @@ async def test_explicit_abort_ends_the_stream_with_abort(config):
 
 
 async def test_slow_reader_does_not_slow_a_fast_one(config):
-    params = SamplingParams(temperature=0, max_tokens=300, ignore_eos=True, output_kind=RequestOutputKind.DELTA)
+    params = SamplingParams(
+        temperature=0, max_tokens=300, ignore_eos=True, output_kind=RequestOutputKind.DELTA
+    )
     async with AsyncEngine(config) as engine:
 
         async def fast():
@@ -170,7 +172,7 @@ async def test_invalid_input_raises_before_queueing(config):
     async with AsyncEngine(config) as engine:
         with pytest.raises(ValueError, match="max_model_len"):
             engine.generate(list(range(5, 600)), GREEDY)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="max_logprobs"):
             engine.generate("x", SamplingParams(logprobs=10_000))
         stream = engine.generate("x", LONG, request_id="dup")
         with pytest.raises(ValueError, match="already in use"):
@@ -208,12 +210,28 @@ async def test_shutdown_aborts_in_flight_requests_and_stops_the_thread(config):
 
 async def test_output_kinds_and_chat(config):
     async with AsyncEngine(config) as engine:
-        deltas = [o async for o in engine.generate("Hi", SamplingParams(
-            temperature=0, max_tokens=8, ignore_eos=True, output_kind=RequestOutputKind.DELTA))]
-        full = await _collect(engine.generate("Hi", SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)))
+        deltas = [
+            o
+            async for o in engine.generate(
+                "Hi",
+                SamplingParams(
+                    temperature=0,
+                    max_tokens=8,
+                    ignore_eos=True,
+                    output_kind=RequestOutputKind.DELTA,
+                ),
+            )
+        ]
+        full = await _collect(
+            engine.generate("Hi", SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))
+        )
         assert "".join(d.outputs[0].text for d in deltas) == full.outputs[0].text
-        finals = [o async for o in engine.generate("Hi", SamplingParams(
-            max_tokens=8, output_kind=RequestOutputKind.FINAL_ONLY))]
+        finals = [
+            o
+            async for o in engine.generate(
+                "Hi", SamplingParams(max_tokens=8, output_kind=RequestOutputKind.FINAL_ONLY)
+            )
+        ]
         assert len(finals) == 1 and finals[0].finished
         chat = await _collect(engine.chat([{"role": "user", "content": "Hi"}], GREEDY))
         assert chat.prompt.startswith("<s><|user|>")

@@ -28,10 +28,13 @@ def _hf_greedy(hf, prompts: list[list[int]], max_tokens: int = MAX_TOKENS) -> li
     outs = []
     for ids in prompts:
         gen = hf.generate(
-            torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
-            attention_mask=torch.ones(1, len(ids), dtype=torch.long), pad_token_id=0,
+            torch.tensor([ids]),
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            pad_token_id=0,
         )
-        outs.append(gen[0, len(ids):].tolist())
+        outs.append(gen[0, len(ids) :].tolist())
     return outs
 
 
@@ -101,7 +104,9 @@ def test_prompt_and_sample_logprobs_match_hf(arch_case):
         assert out.prompt_logprobs[0] is None
         for pos in range(1, n):
             entry = out.prompt_logprobs[pos]
-            assert entry[full[pos]].logprob == pytest.approx(ref[pos - 1, full[pos]].item(), abs=1e-4)
+            assert entry[full[pos]].logprob == pytest.approx(
+                ref[pos - 1, full[pos]].item(), abs=1e-4
+            )
             top = ref[pos - 1].topk(5)
             for tid, val in zip(top.indices.tolist(), top.values.tolist()):
                 assert entry[tid].logprob == pytest.approx(val, abs=1e-4)

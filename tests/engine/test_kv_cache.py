@@ -1,4 +1,4 @@
-"""Block allocator: reference counts, prefix caching, LRU reuse, and the all-blocks-return invariant."""
+"""Block allocator: reference counts, prefix caching, LRU reuse, every block coming back."""
 
 from __future__ import annotations
 

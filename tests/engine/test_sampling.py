@@ -81,11 +81,15 @@ def test_n_completions_share_the_prompt_blocks(llm):
 
 
 def test_seeded_request_is_the_same_alone_and_in_a_busy_batch(llm):
-    seeded = SamplingParams(temperature=1.0, top_p=0.9, top_k=50, max_tokens=16, seed=1234, ignore_eos=True)
+    seeded = SamplingParams(
+        temperature=1.0, top_p=0.9, top_k=50, max_tokens=16, seed=1234, ignore_eos=True
+    )
     alone = _one(llm, PROMPT, seeded).token_ids
     others = [f"Other prompt number {i}" for i in range(32)]
-    params = [SamplingParams(temperature=1.0, max_tokens=16, seed=None if i % 2 else i) for i in range(32)]
-    outs = llm.generate(others + [PROMPT], params + [seeded], use_tqdm=False)
+    params = [
+        SamplingParams(temperature=1.0, max_tokens=16, seed=None if i % 2 else i) for i in range(32)
+    ]
+    outs = llm.generate([*others, PROMPT], [*params, seeded], use_tqdm=False)
     assert outs[-1].outputs[0].token_ids == alone
 
 
@@ -97,7 +101,9 @@ def test_unseeded_sampling_varies(llm):
 
 def test_penalties_discourage_repeats(llm):
     plain = _one(llm, PROMPT, _greedy(max_tokens=32)).token_ids
-    penalised = _one(llm, PROMPT, _greedy(max_tokens=32, frequency_penalty=2.0, presence_penalty=2.0)).token_ids
+    penalised = _one(
+        llm, PROMPT, _greedy(max_tokens=32, frequency_penalty=2.0, presence_penalty=2.0)
+    ).token_ids
     assert len(set(penalised)) > len(set(plain))
     rep = _one(llm, PROMPT, _greedy(max_tokens=32, repetition_penalty=5.0)).token_ids
     assert len(set(rep)) > len(set(plain))
@@ -105,7 +111,9 @@ def test_penalties_discourage_repeats(llm):
 
 def test_top_k_one_is_greedy(llm):
     greedy = _one(llm, PROMPT, _greedy(max_tokens=12)).token_ids
-    sampled = _one(llm, PROMPT, SamplingParams(temperature=1.0, top_k=1, max_tokens=12, ignore_eos=True))
+    sampled = _one(
+        llm, PROMPT, SamplingParams(temperature=1.0, top_k=1, max_tokens=12, ignore_eos=True)
+    )
     assert sampled.token_ids == greedy
 
 
@@ -125,7 +133,8 @@ def test_output_kinds_through_the_core(llm):
         texts[kind] = seen
     final = texts[RequestOutputKind.CUMULATIVE][-1].outputs[0]
     assert "".join(o.outputs[0].text for o in texts[RequestOutputKind.DELTA]) == final.text
-    assert sum((o.outputs[0].token_ids for o in texts[RequestOutputKind.DELTA]), []) == final.token_ids
+    deltas = texts[RequestOutputKind.DELTA]
+    assert [t for o in deltas for t in o.outputs[0].token_ids] == final.token_ids
     assert len(texts[RequestOutputKind.FINAL_ONLY]) == 1
     assert texts[RequestOutputKind.FINAL_ONLY][0].outputs[0].text == final.text
 
@@ -143,7 +152,7 @@ def test_detokenizer_never_splits_a_utf8_character(llm):
     for i in ids:
         before = detok.visible_text(False)
         detok.update(i, check_stop=True)
-        delta = detok.visible_text(False)[len(before):]
+        delta = detok.visible_text(False)[len(before) :]
         assert "\ufffd" not in delta
         seen.append(delta)
     assert "".join(seen) == text

@@ -37,7 +37,8 @@ def test_eos_is_ignored_when_asked():
 
 def test_a_stop_token_is_the_reason_and_its_text_is_kept_only_if_asked():
     assert _check(_after([9, 11], stop_token_ids=[11])) == (
-        Stop(RequestStatus.FINISHED_STOPPED, 11), []
+        Stop(RequestStatus.FINISHED_STOPPED, 11),
+        [],
     )
     stop, calls = _check(_after([9, 11], stop_token_ids=[11], include_stop_str_in_output=True))
     assert stop == Stop(RequestStatus.FINISHED_STOPPED, 11) and calls == [True]
@@ -57,5 +58,7 @@ def test_nothing_but_length_stops_before_min_tokens():
 
 def test_length_limits():
     assert _check(_after([9, 9], max_tokens=2))[0] == Stop(RequestStatus.FINISHED_LENGTH)
-    assert _check(_after([9], max_tokens=5), max_model_len=4)[0] == Stop(RequestStatus.FINISHED_LENGTH)
+    assert _check(_after([9], max_tokens=5), max_model_len=4)[0] == Stop(
+        RequestStatus.FINISHED_LENGTH
+    )
     assert _check(_after([9], max_tokens=5), max_model_len=5)[0] is None

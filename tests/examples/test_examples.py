@@ -16,7 +16,10 @@ def _run(script: str, *args: str) -> str:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / script), *args],
-        capture_output=True, text=True, timeout=300, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -29,13 +32,25 @@ def test_offline_generate(tiny_model):
 
 def test_async_generate_streams_three_requests(tiny_model):
     out = _run("async_generate.py", tiny_model)
-    assert {"[a]", "[b]", "[c]"} <= {line.split()[0] for line in out.splitlines() if line.startswith("[")}
+    assert {"[a]", "[b]", "[c]"} <= {
+        line.split()[0] for line in out.splitlines() if line.startswith("[")
+    }
 
 
 def test_unix_client_talks_to_an_engine_in_another_process(tiny_model, tmp_path):
     path = tmp_path / "engine.sock"
     engine = subprocess.Popen(
-        [sys.executable, "-m", "llmkit.cli", "engine", tiny_model, "--socket", str(path), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "llmkit.cli",
+            "engine",
+            tiny_model,
+            "--socket",
+            str(path),
+            "--log-level",
+            "warning",
+        ],
         env=dict(os.environ, HF_HUB_OFFLINE="1"),
     )
     try:

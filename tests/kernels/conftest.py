@@ -16,15 +16,15 @@ if "TRITON_INTERPRET" not in os.environ:
     if not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
 
-import secrets  # noqa: E402
+import secrets
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 pytest.importorskip("triton")
 
-from llmkit.kernels.paged_attention import paged_attention_kernel  # noqa: E402
-from llmkit.kernels.runtime import is_interpreted  # noqa: E402
+from llmkit.kernels.paged_attention import paged_attention_kernel
+from llmkit.kernels.runtime import is_interpreted
 
 
 @pytest.fixture

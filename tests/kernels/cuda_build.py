@@ -27,7 +27,7 @@ TRITON_DTYPES = {2: "bf16", 4: "fp32"}
 # (query heads per KV head, head dim, longest query run, splits): decode, split decode,
 # prefill, and a large GQA group.
 ATTENTION_VARIANTS = [(4, 128, 1, 1), (4, 128, 1, 4), (1, 64, 512, 1), (8, 128, 256, 1)]
-PARTIALS = {n: "*fp32" for n in ("part_acc_ptr", "part_max_ptr", "part_sum_ptr")}
+PARTIALS = dict.fromkeys(("part_acc_ptr", "part_max_ptr", "part_sum_ptr"), "*fp32")
 
 
 def build(kernel, types: dict[str, str], constexprs: dict, options: dict, cc: int):
@@ -72,9 +72,11 @@ def main() -> None:
                     **cfg,
                 )
                 types = {
-                    **{n: f"*{dt}" for n in ("out_ptr", "query_ptr", "k_cache_ptr", "v_cache_ptr")},
+                    **dict.fromkeys(
+                        ("out_ptr", "query_ptr", "k_cache_ptr", "v_cache_ptr"), f"*{dt}"
+                    ),
                     **PARTIALS,
-                    **{n: "*i32" for n in ("query_start_loc_ptr", "seq_lens_ptr")},
+                    **dict.fromkeys(("query_start_loc_ptr", "seq_lens_ptr"), "*i32"),
                     "block_tables_ptr": "*i32",
                     "qk_scale": "fp32",
                 }
@@ -94,7 +96,7 @@ def main() -> None:
             print(f"sm_{cc} {dt} merge_splits: {resource_usage(k)}")
             k = build(
                 reshape_and_cache_kernel,
-                {n: f"*{dt}" for n in ("key_ptr", "value_ptr", "k_cache_ptr", "v_cache_ptr")}
+                dict.fromkeys(("key_ptr", "value_ptr", "k_cache_ptr", "v_cache_ptr"), f"*{dt}")
                 | {"slot_mapping_ptr": "*i64"},
                 dict(NUM_KV_HEADS=8, HEAD_DIM=128, BLOCK_H=8, BLOCK_D=128, BLOCK_SIZE=16),
                 {"num_warps": 4},

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from llmkit.model.attention import AttentionMetadata, TorchAttentionBackend, create_backend
-from llmkit.model.triton_attention import TritonAttentionBackend, choose_num_splits
+from llmkit.model.attention.triton import TritonAttentionBackend, choose_num_splits
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
@@ -233,12 +233,19 @@ def test_split_kv_matches_reference(
 
 def test_split_choice_uses_only_host_bounds():
     # Few long decodes on a large GPU: split, at most MAX_SPLITS ways.
-    assert choose_num_splits(
-        max_query_len=1, max_seq_len=8192, num_reqs=1, num_kv_heads=8, num_compute_units=132
-    ) == 16
-    assert 1 < choose_num_splits(
-        max_query_len=1, max_seq_len=8192, num_reqs=8, num_kv_heads=8, num_compute_units=132
-    ) < 16
+    assert (
+        choose_num_splits(
+            max_query_len=1, max_seq_len=8192, num_reqs=1, num_kv_heads=8, num_compute_units=132
+        )
+        == 16
+    )
+    assert (
+        1
+        < choose_num_splits(
+            max_query_len=1, max_seq_len=8192, num_reqs=8, num_kv_heads=8, num_compute_units=132
+        )
+        < 16
+    )
     # Enough programs already, short contexts, or any prefill: no split.
     for kwargs in (
         dict(max_query_len=1, max_seq_len=8192, num_reqs=128, num_kv_heads=8),
@@ -303,8 +310,10 @@ def test_steps_write_then_attend(device, seed, dtype, splits):
         for i, (cached, new) in enumerate(step):
             starts.append(starts[-1] + new)
             seq_lens.append(cached + new)
-            slots += [int(tables[i, p // block_size]) * block_size + p % block_size
-                      for p in range(cached, cached + new)]
+            slots += [
+                int(tables[i, p // block_size]) * block_size + p % block_size
+                for p in range(cached, cached + new)
+            ]
         num_tokens = starts[-1]
         query = torch.randn(num_tokens, kv_heads * group, head_dim, generator=gen).to(torch_dtype)
         key = torch.randn(num_tokens, kv_heads, head_dim, generator=gen).to(torch_dtype)
@@ -316,16 +325,16 @@ def test_steps_write_then_attend(device, seed, dtype, splits):
             seq_lens_host=seq_lens,
         )
 
-        def meta_on(dev: torch.device) -> AttentionMetadata:
-            return AttentionMetadata(
+        ref_meta, tri_meta = (
+            AttentionMetadata(
                 query_start_loc=torch.tensor(starts, dtype=torch.int32, device=dev),
                 seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
                 block_tables=tables[: len(step)].to(dev),
                 slot_mapping=torch.tensor(slots, dtype=torch.int64, device=dev),
                 **meta_args,
             )
-
-        ref_meta, tri_meta = meta_on(torch.device("cpu")), meta_on(device)
+            for dev in (torch.device("cpu"), device)
+        )
         ref_backend.write_kv(key, value, ref_k, ref_v, ref_meta.slot_mapping)
         tri_backend.write_kv(key.to(device), value.to(device), tri_k, tri_v, tri_meta.slot_mapping)
         assert torch.equal(tri_k.cpu(), ref_k) and torch.equal(tri_v.cpu(), ref_v), f"seed {seed}"

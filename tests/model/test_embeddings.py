@@ -128,7 +128,7 @@ def test_truncate_prompt_tokens_keeps_special_tokens_like_sentence_transformers(
     assert tokens_out.prompt_token_ids == list(range(1032, 1040))  # token ids keep the last ones
     (whole,) = llm.embed(text * 20, PoolingParams(truncate_prompt_tokens=-1), use_tqdm=False)
     assert len(whole.prompt_token_ids) == 256
-    with pytest.raises(ValueError, match="truncate_prompt_tokens=300 .*max_model_len=256"):
+    with pytest.raises(ValueError, match=r"truncate_prompt_tokens=300 .*max_model_len=256"):
         llm.embed(text, PoolingParams(truncate_prompt_tokens=300), use_tqdm=False)
 
 
@@ -164,7 +164,9 @@ def test_encoder_prompts_are_never_chunked(minilm):
     assert all(start == 0 and n == total for start, n, total in seen)
     assert small.stats().steps >= 2  # the budget of one step holds no two long inputs
     assert ours.shape == (4, 384) and np.isfinite(ours).all()
-    with pytest.raises(ValueError, match=r"max_num_batched_tokens \(128\) must be >= max_model_len"):
+    with pytest.raises(
+        ValueError, match=r"max_num_batched_tokens \(128\) must be >= max_model_len"
+    ):
         LLM(minilm, max_num_batched_tokens=128)
 
 

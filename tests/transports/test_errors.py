@@ -13,40 +13,103 @@ LONG_PROMPT = list(range(10, 250))  # 240 token ids
 
 CASES = {
     "top_p out of range": ("/v1/completions", {"prompt": "a", "top_p": 5}, 400, "top_p"),
-    "negative temperature": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "temperature": -1}, 400, "temperature"),
+    "negative temperature": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "a"}], "temperature": -1},
+        400,
+        "temperature",
+    ),
     "n zero": ("/v1/completions", {"prompt": "a", "n": 0}, 400, "n"),
     "max_tokens zero": ("/v1/completions", {"prompt": "a", "max_tokens": 0}, 400, "max_tokens"),
-    "max_completion_tokens zero": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 0}, 400, "max_completion_tokens"),
+    "max_completion_tokens zero": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 0},
+        400,
+        "max_completion_tokens",
+    ),
     "wrong type": ("/v1/completions", {"prompt": "a", "n": "three"}, 400, "n"),
     "bad prompt shape": ("/v1/completions", {"prompt": [["a"]]}, 400, "prompt"),
     "empty prompt list": ("/v1/completions", {"prompt": []}, 400, "prompt"),
     "empty token list": ("/v1/completions", {"prompt": [[]]}, 400, "prompt"),
     "missing messages": ("/v1/chat/completions", {}, 400, "messages"),
-    "bad role": ("/v1/chat/completions", {"messages": [{"role": "robot", "content": "a"}]}, 400, "messages"),
-    "image part": ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400, "messages"),
-    "prompt + max_tokens too long": ("/v1/completions", {"prompt": LONG_PROMPT, "max_tokens": 20}, 400, "prompt"),
-    "prompt alone too long": ("/v1/completions", {"prompt": list(range(10, 10 + MAX_MODEL_LEN))}, 400, "prompt"),
-    "stream_options without stream": ("/v1/completions", {"prompt": "a", "stream_options": {"include_usage": True}}, 400, "stream_options"),
+    "bad role": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "robot", "content": "a"}]},
+        400,
+        "messages",
+    ),
+    "image part": (
+        "/v1/chat/completions",
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+            ]
+        },
+        400,
+        "messages",
+    ),
+    "prompt + max_tokens too long": (
+        "/v1/completions",
+        {"prompt": LONG_PROMPT, "max_tokens": 20},
+        400,
+        "prompt",
+    ),
+    "prompt alone too long": (
+        "/v1/completions",
+        {"prompt": list(range(10, 10 + MAX_MODEL_LEN))},
+        400,
+        "prompt",
+    ),
+    "stream_options without stream": (
+        "/v1/completions",
+        {"prompt": "a", "stream_options": {"include_usage": True}},
+        400,
+        "stream_options",
+    ),
     "logprobs over the max": ("/v1/completions", {"prompt": "a", "logprobs": 11}, 400, "logprobs"),
-    "top_logprobs over the max": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "logprobs": True, "top_logprobs": 11}, 400, "top_logprobs"),
-    "top_logprobs without logprobs": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2}, 400, "top_logprobs"),
+    "top_logprobs over the max": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "a"}], "logprobs": True, "top_logprobs": 11},
+        400,
+        "top_logprobs",
+    ),
+    "top_logprobs without logprobs": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2},
+        400,
+        "top_logprobs",
+    ),
     "token id out of vocabulary": ("/v1/completions", {"prompt": [1, 10**6]}, 400, "prompt"),
-    "stop token out of vocabulary": ("/v1/completions", {"prompt": "a", "stop_token_ids": [10**6]}, 400, "stop_token_ids"),
-    "logit_bias key not a token id": ("/v1/completions", {"prompt": "a", "logit_bias": {"x": 1}}, 400, "logit_bias"),
+    "stop token out of vocabulary": (
+        "/v1/completions",
+        {"prompt": "a", "stop_token_ids": [10**6]},
+        400,
+        "stop_token_ids",
+    ),
+    "logit_bias key not a token id": (
+        "/v1/completions",
+        {"prompt": "a", "logit_bias": {"x": 1}},
+        400,
+        "logit_bias",
+    ),
     "detokenize out of vocabulary": ("/detokenize", {"tokens": [10**6]}, 400, "tokens"),
     "unknown model": ("/v1/completions", {"model": "gpt-4", "prompt": "a"}, 404, "model"),
 }
 
 
 @pytest.mark.parametrize("path, body, status, param", CASES.values(), ids=CASES.keys())
-def test_bad_request_gets_status_and_shape_then_server_still_serves(server, path, body, status, param):
+def test_bad_request_gets_status_and_shape_then_server_still_serves(
+    server, path, body, status, param
+):
     with server.http() as http:
         response = http.post(path, json={"model": MODEL, **body})
         assert response.status_code == status, response.text
         error = response.json()["error"]
         assert set(error) == {"message", "type", "param", "code"}
         assert error["param"] == param and error["message"]
-        ok = http.post("/v1/completions", json={"model": MODEL, "prompt": "still here", "max_tokens": 2})
+        ok = http.post(
+            "/v1/completions", json={"model": MODEL, "prompt": "still here", "max_tokens": 2}
+        )
         assert ok.status_code == 200
 
 
@@ -89,7 +152,12 @@ def test_openai_client_raises_typed_errors(client):
 def test_api_key_required_except_on_health_and_metrics(server):
     with server.http(api_key=None) as anonymous, server.http(api_key="wrong") as wrong:
         for http in (anonymous, wrong):
-            for method, path in [("GET", "/v1/models"), ("POST", "/v1/completions"), ("POST", "/tokenize"), ("GET", "/version")]:
+            for method, path in [
+                ("GET", "/v1/models"),
+                ("POST", "/v1/completions"),
+                ("POST", "/tokenize"),
+                ("GET", "/version"),
+            ]:
                 response = http.request(method, path, json={"prompt": "a"})
                 assert response.status_code == 401, path
                 assert response.json()["error"]["code"] == "invalid_api_key"

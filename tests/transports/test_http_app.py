@@ -1,4 +1,4 @@
-"""create_app in process (httpx's ASGI transport), on asyncio and trio: failures, health, mounting."""
+"""create_app in process (httpx ASGI transport), on asyncio and trio: failures, health, mounting."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def client_for(app) -> httpx.AsyncClient:
 
 def sse_events(body: str) -> list:
     return [
-        line[len("data: "):] if line == "data: [DONE]" else json.loads(line[len("data: "):])
-        for line in body.split("\n\n") if line
+        line[len("data: ") :] if line == "data: [DONE]" else json.loads(line[len("data: ") :])
+        for line in body.split("\n\n")
+        if line
     ]
 
 
@@ -48,7 +49,10 @@ async def test_engine_failure_mid_stream_sends_an_error_event_then_done(engine, 
         assert response.status_code == 200
         *_, error, done = sse_events(response.text)
         assert done == "[DONE]"
-        assert error["error"]["type"] == "server_error" and "injected failure" in error["error"]["message"]
+        assert (
+            error["error"]["type"] == "server_error"
+            and "injected failure" in error["error"]["message"]
+        )
 
         fail_next_step(engine, RuntimeError("injected failure"))
         response = await client.post("/v1/completions", json={"prompt": "hello", "max_tokens": 5})
@@ -71,7 +75,9 @@ async def test_health_is_503_while_draining(engine):
 
 @pytest.mark.anyio
 async def test_mounted_under_a_prefix_with_api_key(engine):
-    outer = Starlette(routes=[Mount("/llm", app=create_app(engine, api_key=["k1", "k2"], served_model_name="m"))])
+    outer = Starlette(
+        routes=[Mount("/llm", app=create_app(engine, api_key=["k1", "k2"], served_model_name="m"))]
+    )
     async with client_for(outer) as client:
         assert (await client.get("/llm/health")).status_code == 200
         assert (await client.get("/llm/v1/models")).status_code == 401
@@ -85,8 +91,13 @@ async def test_metrics_count_finished_requests_and_tokens(engine):
         assert (await client.get("/metrics")).status_code == 401
         for _ in range(2):
             await client.post(
-                "/v1/chat/completions", headers={"Authorization": "Bearer k"},
-                json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "ignore_eos": True},
+                "/v1/chat/completions",
+                headers={"Authorization": "Bearer k"},
+                json={
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "max_tokens": 4,
+                    "ignore_eos": True,
+                },
             )
         text = (await client.get("/metrics", headers={"Authorization": "Bearer k"})).text
     assert 'llmkit:request_success_total{finished_reason="length"} 2.0' in text
@@ -126,6 +137,7 @@ async def test_server_chat_template(engine):
     template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{% endfor %}"
     async with client_for(create_app(engine, chat_template=template)) as client:
         response = await client.post(
-            "/tokenize", json={"messages": [{"role": "user", "content": "hi"}], "return_token_strs": True}
+            "/tokenize",
+            json={"messages": [{"role": "user", "content": "hi"}], "return_token_strs": True},
         )
     assert "".join(response.json()["token_strs"]) == "[user] hi"

@@ -14,7 +14,9 @@ SPECIAL_TOKENS = set(SPECIAL_TOKENS)
 
 def test_completion_stream_equals_non_stream(client):
     full = client.completions.create(model=MODEL, prompt="The quick brown fox", **GREEDY)
-    chunks = list(client.completions.create(model=MODEL, prompt="The quick brown fox", stream=True, **GREEDY))
+    chunks = list(
+        client.completions.create(model=MODEL, prompt="The quick brown fox", stream=True, **GREEDY)
+    )
     assert "".join(c.choices[0].text for c in chunks) == full.choices[0].text
     assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == [
         full.choices[0].finish_reason
@@ -27,10 +29,15 @@ def test_completion_stream_equals_non_stream(client):
 async def test_chat_stream_equals_non_stream(async_client):
     messages = [
         {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}],
+        },
     ]
     full = await async_client.chat.completions.create(model=MODEL, messages=messages, **GREEDY)
-    stream = await async_client.chat.completions.create(model=MODEL, messages=messages, stream=True, **GREEDY)
+    stream = await async_client.chat.completions.create(
+        model=MODEL, messages=messages, stream=True, **GREEDY
+    )
     chunks = [c async for c in stream]
     deltas = [c.choices[0].delta for c in chunks]
     assert deltas[0].role == "assistant" and deltas[0].content == ""
@@ -45,30 +52,44 @@ async def test_chat_stream_equals_non_stream(async_client):
 def test_usage_counts_prompt_and_completion_tokens(client, server):
     prompt = "Count these tokens please"
     with server.http() as http:
-        prompt_tokens = http.post("/tokenize", json={"model": MODEL, "prompt": prompt}).json()["count"]
+        prompt_tokens = http.post("/tokenize", json={"model": MODEL, "prompt": prompt}).json()[
+            "count"
+        ]
     full = client.completions.create(
         model=MODEL, prompt=prompt, max_tokens=7, extra_body={"ignore_eos": True}
     )
     assert (full.usage.prompt_tokens, full.usage.completion_tokens, full.usage.total_tokens) == (
-        prompt_tokens, 7, prompt_tokens + 7,
+        prompt_tokens,
+        7,
+        prompt_tokens + 7,
     )
     chunks = list(
         client.completions.create(
-            model=MODEL, prompt=prompt, max_tokens=7, stream=True,
-            stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+            model=MODEL,
+            prompt=prompt,
+            max_tokens=7,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
         )
     )
     *body, last = chunks
     assert all(c.usage is None for c in body)
-    assert last.choices == [] and last.usage.model_dump(include={"prompt_tokens", "completion_tokens"}) == {
-        "prompt_tokens": prompt_tokens, "completion_tokens": 7,
+    assert last.choices == [] and last.usage.model_dump(
+        include={"prompt_tokens", "completion_tokens"}
+    ) == {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 7,
     }
 
 
 def test_continuous_usage_stats_grow_chunk_by_chunk(client):
     chunks = list(
         client.completions.create(
-            model=MODEL, prompt="Counting", max_tokens=6, stream=True,
+            model=MODEL,
+            prompt="Counting",
+            max_tokens=6,
+            stream=True,
             stream_options={"include_usage": True, "continuous_usage_stats": True},
             extra_body={"ignore_eos": True},
         )
@@ -79,7 +100,9 @@ def test_continuous_usage_stats_grow_chunk_by_chunk(client):
 
 
 def test_n3_with_seed_gives_three_indexed_choices(client):
-    kwargs = dict(model=MODEL, prompt="Once upon a time", n=3, seed=7, temperature=1.0, max_tokens=12)
+    kwargs = dict(
+        model=MODEL, prompt="Once upon a time", n=3, seed=7, temperature=1.0, max_tokens=12
+    )
     first = client.completions.create(**kwargs)
     again = client.completions.create(**kwargs)
     assert [c.index for c in first.choices] == [0, 1, 2]
@@ -101,7 +124,9 @@ def test_multiple_prompts_get_consecutive_indices(client):
     result = client.completions.create(model=MODEL, prompt=["Hello", "World"], n=2, **GREEDY)
     assert [c.index for c in result.choices] == [0, 1, 2, 3]
     assert result.choices[0].text == result.choices[1].text  # greedy: both choices agree
-    by_ids = client.completions.create(model=MODEL, prompt=[[1, 200, 300], [1, 400]], stream=True, **GREEDY)
+    by_ids = client.completions.create(
+        model=MODEL, prompt=[[1, 200, 300], [1, 400]], stream=True, **GREEDY
+    )
     texts = {0: "", 1: ""}
     for chunk in by_ids:
         texts[chunk.choices[0].index] += chunk.choices[0].text
@@ -113,16 +138,29 @@ def test_multiple_prompts_get_consecutive_indices(client):
 def test_completion_logprobs_have_k_or_k_plus_1_entries(client, k, sizes):
     result = client.completions.create(model=MODEL, prompt="Logprobs of", logprobs=k, **GREEDY)
     lp = result.choices[0].logprobs
-    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 24
+    assert (
+        len(lp.tokens)
+        == len(lp.token_logprobs)
+        == len(lp.top_logprobs)
+        == len(lp.text_offset)
+        == 24
+    )
     assert {len(top) for top in lp.top_logprobs} <= sizes
-    assert all(top[token] == logprob for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs))
-    assert [b - a for a, b in zip(lp.text_offset, lp.text_offset[1:])] == [len(t) for t in lp.tokens[:-1]]
+    assert all(
+        top[token] == logprob
+        for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs)
+    )
+    assert [b - a for a, b in zip(lp.text_offset, lp.text_offset[1:])] == [
+        len(t) for t in lp.tokens[:-1]
+    ]
 
 
 def test_streamed_logprobs_match_non_streamed(client):
     full = client.completions.create(model=MODEL, prompt="Stream me", logprobs=2, **GREEDY)
     tokens, offsets = [], []
-    for chunk in client.completions.create(model=MODEL, prompt="Stream me", logprobs=2, stream=True, **GREEDY):
+    for chunk in client.completions.create(
+        model=MODEL, prompt="Stream me", logprobs=2, stream=True, **GREEDY
+    ):
         if chunk.choices[0].logprobs:
             tokens += chunk.choices[0].logprobs.tokens
             offsets += chunk.choices[0].logprobs.text_offset
@@ -143,7 +181,9 @@ def test_echo_with_logprobs_starts_with_the_prompt(client, server):
     assert all(v is not None for v in lp.token_logprobs[1:])
     streamed = "".join(
         c.choices[0].text
-        for c in client.completions.create(model=MODEL, prompt=prompt, echo=True, stream=True, **GREEDY)
+        for c in client.completions.create(
+            model=MODEL, prompt=prompt, echo=True, stream=True, **GREEDY
+        )
     )
     assert streamed == choice.text
 
@@ -151,7 +191,11 @@ def test_echo_with_logprobs_starts_with_the_prompt(client, server):
 @pytest.mark.anyio
 async def test_chat_logprobs_in_openai_shape(async_client):
     result = await async_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "hi"}], logprobs=True, top_logprobs=5, **GREEDY
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        logprobs=True,
+        top_logprobs=5,
+        **GREEDY,
     )
     content = result.choices[0].logprobs.content
     assert len(content) == 24
@@ -172,7 +216,12 @@ async def test_chat_logprobs_in_openai_shape(async_client):
 @pytest.mark.anyio
 async def test_chat_n2_streams_role_then_content_per_choice(async_client):
     stream = await async_client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "hi"}], n=2, seed=3, max_tokens=8, stream=True
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        n=2,
+        seed=3,
+        max_tokens=8,
+        stream=True,
     )
     seen: dict[int, list] = {0: [], 1: []}
     async for chunk in stream:
@@ -186,20 +235,33 @@ async def test_chat_n2_streams_role_then_content_per_choice(async_client):
 def test_chat_echo_and_continue_final_message(client):
     messages = [{"role": "user", "content": "Say"}, {"role": "assistant", "content": "Sure,"}]
     result = client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=5, temperature=0.0,
+        model=MODEL,
+        messages=messages,
+        max_tokens=5,
+        temperature=0.0,
         extra_body={"echo": True, "continue_final_message": True, "add_generation_prompt": False},
     )
     assert result.choices[0].message.content.startswith("Sure,")
 
 
 def test_stop_string_and_max_completion_tokens(client):
-    text = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "go"}], max_completion_tokens=12, temperature=0.0
-    ).choices[0].message.content
+    text = (
+        client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "go"}],
+            max_completion_tokens=12,
+            temperature=0.0,
+        )
+        .choices[0]
+        .message.content
+    )
     stop = text[3:6]
     result = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "go"}], max_completion_tokens=12,
-        temperature=0.0, stop=[stop],
+        model=MODEL,
+        messages=[{"role": "user", "content": "go"}],
+        max_completion_tokens=12,
+        temperature=0.0,
+        stop=[stop],
     )
     assert result.choices[0].finish_reason == "stop"
     assert result.choices[0].message.content == text[: text.index(stop)]
@@ -207,12 +269,24 @@ def test_stop_string_and_max_completion_tokens(client):
 
 def test_vllm_extra_fields_are_accepted(client):
     result = client.completions.create(
-        model="also-tiny", prompt="Extras", max_tokens=5,
+        model="also-tiny",
+        prompt="Extras",
+        max_tokens=5,
         extra_body={
-            "top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1, "min_tokens": 5, "ignore_eos": True,
-            "stop_token_ids": [2], "skip_special_tokens": True, "priority": 1, "some_future_field": 1,
+            "top_k": 5,
+            "min_p": 0.05,
+            "repetition_penalty": 1.1,
+            "min_tokens": 5,
+            "ignore_eos": True,
+            "stop_token_ids": [2],
+            "skip_special_tokens": True,
+            "priority": 1,
+            "some_future_field": 1,
         },
-        user="someone", presence_penalty=0.5, frequency_penalty=0.5, logit_bias={"5": -100},
+        user="someone",
+        presence_penalty=0.5,
+        frequency_penalty=0.5,
+        logit_bias={"5": -100},
     )
     assert result.usage.completion_tokens == 5 and result.model == "also-tiny"
 
@@ -220,7 +294,9 @@ def test_vllm_extra_fields_are_accepted(client):
 def test_models_tokenize_detokenize_version(client, server):
     assert [m.id for m in client.models.list().data] == [MODEL, "also-tiny"]
     with server.http() as http:
-        tokens = http.post("/tokenize", json={"prompt": "hello world", "return_token_strs": True}).json()
+        tokens = http.post(
+            "/tokenize", json={"prompt": "hello world", "return_token_strs": True}
+        ).json()
         assert tokens["count"] == len(tokens["tokens"]) and tokens["max_model_len"] == 256
         text = http.post("/detokenize", json={"tokens": tokens["tokens"]}).json()["prompt"]
         assert text.endswith("hello world") and "".join(tokens["token_strs"]) == text

@@ -26,9 +26,9 @@ from llmkit.engine.protocol import (
     PromptType,
     TokensPrompt,
 )
+from llmkit.engine.request_stream import RequestStream
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.engine.request_stream import RequestStream
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
@@ -62,7 +62,9 @@ class AsyncEngine:
         self._wakeup = threading.Event()
         # Weak: the reader's reference is what keeps a stream alive, so dropping it
         # (breaking out of ``async for``) finalises the stream and aborts the request.
-        self._streams: weakref.WeakValueDictionary[str, RequestStream] = weakref.WeakValueDictionary()
+        self._streams: weakref.WeakValueDictionary[str, RequestStream] = (
+            weakref.WeakValueDictionary()
+        )
         # Re-entrant: a dropped stream may be finalised while this thread holds it.
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
@@ -111,7 +113,7 @@ class AsyncEngine:
         return self._core.tokenizer
 
     def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
-        """Checked token ids of ``prompt``; ``truncate`` keeps the last tokens (-1: max_model_len)."""
+        """Checked token ids of ``prompt``; ``truncate`` keeps the last ones (-1: max_model_len)."""
         return self._processor.tokenize(prompt, truncate)
 
     def render_chat(
@@ -125,8 +127,12 @@ class AsyncEngine:
     ) -> TokensPrompt:
         """A conversation rendered through the chat template and tokenized."""
         return self._processor.render_chat(
-            messages, chat_template, chat_template_kwargs, add_generation_prompt,
-            continue_final_message, tools,
+            messages,
+            chat_template,
+            chat_template_kwargs,
+            add_generation_prompt,
+            continue_final_message,
+            tools,
         )
 
     # ---- requests ------------------------------------------------------------------
@@ -171,8 +177,12 @@ class AsyncEngine:
     ) -> RequestStream:
         """Like :meth:`generate`, on a conversation rendered through the chat template."""
         prompt = self.render_chat(
-            messages, chat_template, chat_template_kwargs, add_generation_prompt,
-            continue_final_message, tools,
+            messages,
+            chat_template,
+            chat_template_kwargs,
+            add_generation_prompt,
+            continue_final_message,
+            tools,
         )
         return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
 
@@ -234,7 +244,7 @@ class AsyncEngine:
                 for state in core.step():
                     self._notify(state)
                 self._stats = core.stats()
-        except BaseException as exc:  # noqa: BLE001 - every reader must hear of it
+        except BaseException as exc:
             logger.exception("the engine's step loop died")
             self._dead = exc
         finally:
@@ -257,7 +267,7 @@ class AsyncEngine:
             ran = True
             try:
                 command(core)
-            except Exception:  # noqa: BLE001 - a bad command must not end the loop
+            except Exception:
                 logger.exception("engine command failed")
 
     def _notify(self, state: RequestState | None) -> None:

@@ -142,7 +142,9 @@ class EngineCore:
         seqs = []
         for req, n in zip(sched.requests, sched.num_new_tokens):
             start = req.num_computed_tokens
-            seqs.append(SeqInput(req.tokens(start, start + n), start, self.allocator.block_ids(req)))
+            seqs.append(
+                SeqInput(req.tokens(start, start + n), start, self.allocator.block_ids(req))
+            )
         hidden = self.runner.execute(seqs)
         plan = self._plan_rows(sched)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None
@@ -213,7 +215,9 @@ class EngineCore:
             detokenizer = comp.detokenizer
             assert detokenizer is not None
             stop = check_stop(
-                req, tid, lambda can_stop: detokenizer.update(tid, check_stop=can_stop),
+                req,
+                tid,
+                lambda can_stop: detokenizer.update(tid, check_stop=can_stop),
                 self.max_model_len,
             )
             if stop is not None:
@@ -232,7 +236,9 @@ class EngineCore:
         state = self._seqs[req].state
         assert req.sampling_params is not None and state.prompt_logprobs is not None
         targets = req.prompt_token_ids[first + 1 : first + 1 + len(logits)]
-        ranked = self.sampler.prompt_logprobs(logits, targets, req.sampling_params.prompt_logprobs or 0)
+        ranked = self.sampler.prompt_logprobs(
+            logits, targets, req.sampling_params.prompt_logprobs or 0
+        )
         positions = [self._position_logprobs(entries) for entries in ranked]
         with state.lock:
             state.prompt_logprobs.extend(positions)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmkit.sampling_params import SamplingParams
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.sampling_params import SamplingParams
 
 
 class IncrementalDetokenizer:

@@ -69,8 +69,12 @@ class LLM:
         conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
         prompts = [
             self._processor.render_chat(
-                c, chat_template, chat_template_kwargs, add_generation_prompt,
-                continue_final_message, tools,
+                c,
+                chat_template,
+                chat_template_kwargs,
+                add_generation_prompt,
+                continue_final_message,
+                tools,
             )
             for c in conversations
         ]

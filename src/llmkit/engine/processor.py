@@ -93,7 +93,10 @@ class InputProcessor:
             **(chat_template_kwargs or {}),
         )
         # The template writes its own BOS; adding another would double it.
-        return {"prompt": text, "prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False)}
+        return {
+            "prompt": text,
+            "prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False),
+        }
 
     def check_sampling(self, params: SamplingParams, prompt_len: int) -> None:
         if prompt_len >= self.max_model_len:
@@ -164,7 +167,9 @@ class InputProcessor:
             self.check_pooling(len(tokens["prompt_token_ids"]))
             return tokens
         if not isinstance(params, SamplingParams):
-            raise ValueError(f"expected SamplingParams or PoolingParams, got {type(params).__name__}")
+            raise ValueError(
+                f"expected SamplingParams or PoolingParams, got {type(params).__name__}"
+            )
         tokens = self.tokenize(prompt)
         self.check_sampling(params, len(tokens["prompt_token_ids"]))
         return tokens

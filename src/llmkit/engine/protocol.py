@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from llmkit.engine.stats import EngineStats
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
@@ -31,8 +31,8 @@ class TokensPrompt(TypedDict, total=False):
 
 
 # A string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``.
-PromptType = Union[str, list[int], TokensPrompt, dict[str, Any]]
-EngineOutput = Union[RequestOutput, EmbeddingRequestOutput]
+PromptType = str | list[int] | TokensPrompt | dict[str, Any]
+EngineOutput = RequestOutput | EmbeddingRequestOutput
 Conversation = list[dict[str, Any]]
 
 
@@ -88,7 +88,7 @@ class EngineProtocol(Protocol):
     def tokenizer(self) -> Tokenizer: ...
 
     def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
-        """Checked token ids of ``prompt``; ``truncate`` keeps the last tokens (-1: max_model_len)."""
+        """Checked token ids of ``prompt``; ``truncate`` keeps the last ones (-1: max_model_len)."""
         ...
 
     def render_chat(

@@ -8,6 +8,7 @@ the request.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import anyio
@@ -89,10 +90,9 @@ class RequestStream:
         if self._wake_pending:
             return
         self._wake_pending = True
-        try:
+        # A RuntimeError means the reader's event loop is gone: nobody is waiting.
+        with contextlib.suppress(RuntimeError):
             self._schedule(self._wake)
-        except RuntimeError:
-            pass  # the reader's event loop is gone; nobody is waiting
 
     def _wake(self) -> None:
         self._wake_pending = False

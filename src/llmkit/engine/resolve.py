@@ -56,9 +56,7 @@ def _task(config: EngineConfig, hf_config: Any, is_encoder: bool) -> Task:
     return "embed" if config.task == "embed" else "generate"
 
 
-def _max_model_len(
-    config: EngineConfig, hf_config: Any, task: Task, pooling: PoolingConfig
-) -> int:
+def _max_model_len(config: EngineConfig, hf_config: Any, task: Task, pooling: PoolingConfig) -> int:
     limit = getattr(hf_config, "max_position_embeddings", None) or 2048
     source = "max_position_embeddings"
     st_limit = pooling.max_seq_length
@@ -79,11 +77,14 @@ def _budget(config: EngineConfig, max_model_len: int, is_encoder: bool) -> int:
     whole_prompts = not config.enable_chunked_prefill or is_encoder
     budget = config.max_num_batched_tokens
     if budget is None:
-        return max(_DEFAULT_BATCHED_TOKENS, max_model_len) if whole_prompts else _DEFAULT_BATCHED_TOKENS
+        return (
+            max(_DEFAULT_BATCHED_TOKENS, max_model_len)
+            if whole_prompts
+            else _DEFAULT_BATCHED_TOKENS
+        )
     if whole_prompts and budget < max_model_len:
         why = "for an encoder-only model" if is_encoder else "when chunked prefill is disabled"
         raise ValueError(
-            f"max_num_batched_tokens ({budget}) must be >= max_model_len "
-            f"({max_model_len}) {why}"
+            f"max_num_batched_tokens ({budget}) must be >= max_model_len ({max_model_len}) {why}"
         )
     return budget

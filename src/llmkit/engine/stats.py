@@ -1,4 +1,4 @@
-"""EngineStats: a snapshot of an engine's load and counters. No torch, so any client can hold one."""
+"""EngineStats: a snapshot of an engine's load and counters; no torch, so any client holds one."""
 
 from __future__ import annotations
 

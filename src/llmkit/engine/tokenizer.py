@@ -53,7 +53,9 @@ class Tokenizer:
         """One token's text as logprobs show it (vLLM's ``decoded_token``)."""
         text = self._token_text.get(token_id)
         if text is None:
-            text = self._token_text[token_id] = self.backend.decode([token_id], skip_special_tokens=False)
+            text = self._token_text[token_id] = self.backend.decode(
+                [token_id], skip_special_tokens=False
+            )
         return text
 
     def decode_stream(self, prompt_ids: list[int], skip_special_tokens: bool) -> DecodeStream:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from llmkit.model.attention import AttentionBackend, AttentionMetadata
+from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
 
 
 @dataclass

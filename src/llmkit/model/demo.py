@@ -15,6 +15,10 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 DEMO_MODEL_NAME = "demo"
 _FORMAT_VERSION = 1
@@ -29,7 +33,16 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
+SPECIAL_TOKENS = [
+    "<unk>",
+    "<s>",
+    "</s>",
+    "<pad>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|tool|>",
+]
 
 _WORDS = (
     "the a an of to and in is was for on that with as by at from it this be are or have not "
@@ -85,7 +98,8 @@ def resolve_model(name: str, cache_dir: Path | None = None) -> str:
     """Map ``demo`` to its built directory (building it once); other names pass through."""
     if name != DEMO_MODEL_NAME:
         return name
-    return str(build_model((cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}", DEMO_SPEC))
+    path = (cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}"
+    return str(build_model(path, DEMO_SPEC))
 
 
 def build_model(path: str | os.PathLike, spec: ModelSpec = ModelSpec()) -> Path:
@@ -122,7 +136,7 @@ def _corpus(num_lines: int = 4000, seed: int = 0) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _tokenizer():
+def _tokenizer() -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -152,7 +166,7 @@ def _tokenizer():
     )
 
 
-def _model(spec: ModelSpec, vocab_size: int, tokenizer):
+def _model(spec: ModelSpec, vocab_size: int, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
     import torch
     import transformers
 

@@ -1,15 +1,16 @@
-"""HF model directory -> one of our native modules: config via AutoConfig, weights from safetensors."""
+"""HF model directory -> one of our native modules: config by AutoConfig, weights by safetensors."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from safetensors import safe_open
-from torch import nn
 
+from llmkit.model.context import ForwardContext
 from llmkit.model.demo import resolve_model
 from llmkit.model.models.bert import BertForMaskedLM, BertModel
 from llmkit.model.models.llama import (
@@ -19,7 +20,30 @@ from llmkit.model.models.llama import (
     Qwen3ForCausalLM,
 )
 
-ARCHITECTURES: dict[str, type[nn.Module]] = {
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+
+class NativeModel(Protocol):
+    """What loading and the runner use of a native model (an ``nn.Module``).
+
+    Decoders also have ``compute_logits``; an encoder (``is_encoder = True``) does not.
+    """
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+
+    def __init__(self, cfg: PretrainedConfig) -> None: ...
+
+    def __call__(self, input_ids: torch.Tensor, ctx: ForwardContext) -> torch.Tensor: ...
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+
+    def eval(self) -> NativeModel: ...
+
+
+ARCHITECTURES: dict[str, type[NativeModel]] = {
     "BertModel": BertModel,
     "BertForMaskedLM": BertForMaskedLM,
     "LlamaForCausalLM": LlamaForCausalLM,
@@ -32,13 +56,13 @@ ARCHITECTURES: dict[str, type[nn.Module]] = {
 __all__ = ["ARCHITECTURES", "load_hf_config", "load_model", "model_class", "resolve_model"]
 
 
-def load_hf_config(path: str):
+def load_hf_config(path: str) -> PretrainedConfig:
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(path)
 
 
-def model_class(hf_config) -> type[nn.Module]:
+def model_class(hf_config: PretrainedConfig) -> type[NativeModel]:
     names = list(getattr(hf_config, "architectures", None) or [])
     for name in names:
         if name in ARCHITECTURES:
@@ -49,7 +73,9 @@ def model_class(hf_config) -> type[nn.Module]:
     )
 
 
-def load_model(path: str, hf_config, dtype: torch.dtype, device: torch.device) -> nn.Module:
+def load_model(
+    path: str, hf_config: PretrainedConfig, dtype: torch.dtype, device: torch.device
+) -> NativeModel:
     cls = model_class(hf_config)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -74,5 +100,5 @@ def iter_weights(path: str) -> Iterator[tuple[str, torch.Tensor]]:
         raise ValueError(f"no *.safetensors weights found in {path}")
     for name in files:
         with safe_open(str(root / name), framework="pt") as f:
-            for key in f.keys():
+            for key in f.keys():  # noqa: SIM118 (a safetensors handle is not iterable)
                 yield key, f.get_tensor(key)

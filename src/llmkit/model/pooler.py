@@ -20,7 +20,9 @@ class PoolingAccumulator:
 
     def __init__(self, pooling_type: str):
         if pooling_type not in POOLING_TYPES:
-            raise ValueError(f"pooling type must be one of {', '.join(POOLING_TYPES)}, got {pooling_type!r}")
+            raise ValueError(
+                f"pooling type must be one of {', '.join(POOLING_TYPES)}, got {pooling_type!r}"
+            )
         self.pooling_type = pooling_type
         self._acc: torch.Tensor | None = None
         self._count = 0
@@ -35,6 +37,7 @@ class PoolingAccumulator:
 
     def vector(self) -> torch.Tensor:
         """The pooled float32 vector of everything fed so far."""
+        assert self._acc is not None, "vector() before any add()"
         return self._acc / self._count if self.pooling_type == "mean" else self._acc
 
 
@@ -72,7 +75,7 @@ def finish_embeddings(
 
     ``settings`` holds ``(normalize, dimensions)`` per vector; vectors alike go in one batch.
     """
-    result: list[list[float] | None] = [None] * len(vectors)
+    result: list[list[float]] = [[] for _ in vectors]
     batches: dict[tuple[bool, int | None], list[int]] = {}
     for i, setting in enumerate(settings):
         batches.setdefault(setting, []).append(i)

@@ -19,7 +19,7 @@ _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch
 
 @dataclass
 class SeqInput:
-    """One request's share of a step: ``token_ids`` at positions ``start``.. through ``block_ids``."""
+    """One request's share of a step: ``token_ids`` from position ``start``, KV in ``block_ids``."""
 
     token_ids: list[int]
     start: int
@@ -70,7 +70,11 @@ class ModelRunner:
         ]
         logger.info(
             "model on %s in %s, %s attention, %d KV blocks of %d tokens",
-            self.device, self.dtype, self.backend.name, self.num_blocks, self.block_size,
+            self.device,
+            self.dtype,
+            self.backend.name,
+            self.num_blocks,
+            self.block_size,
         )
 
     def _block_bytes(self) -> int:
@@ -133,6 +137,7 @@ class ModelRunner:
             query_start_loc_host=starts,
             seq_lens_host=seq_lens,
         )
+        self.backend.prepare(meta, self.block_size, self.dtype)
         ctx = ForwardContext(
             positions=torch.tensor(positions, dtype=torch.int64, device=dev),
             meta=meta,

@@ -1,4 +1,4 @@
-"""Batched sampling on the device: logits processors, penalties, top-k/p, min-p, seeds, logprobs."""
+"""Batched sampling on device: logits processors, penalties, top-k/p, min-p, seeds, logprobs."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Sampler:
             tokens = torch.where(torch.tensor(greedy, device=self.device), tokens, sampled)
 
         lp = self._logprobs(raw, tokens, rows) if raw is not None else [None] * len(rows)
-        return [SampledToken(t, l) for t, l in zip(tokens.tolist(), lp)]
+        return [SampledToken(t, logprobs) for t, logprobs in zip(tokens.tolist(), lp)]
 
     def _apply_masks(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         for i, r in enumerate(rows):
@@ -64,7 +64,7 @@ class Sampler:
                 ids = torch.tensor(list(p.logit_bias), device=self.device)
                 logits[i, ids] += torch.tensor(list(p.logit_bias.values()), device=self.device)
             if len(r.output_token_ids) < p.min_tokens:
-                banned = list(p.stop_token_ids)
+                banned = list(p.stop_token_ids or ())
                 if r.eos_token_id is not None and not p.ignore_eos:
                     banned.append(r.eos_token_id)
                 if banned:
@@ -105,7 +105,8 @@ class Sampler:
             logits = _top_k_top_p(logits, top_k, top_p)
         probs = torch.softmax(logits, dim=-1)
         if any(m > 0 for m in min_p):
-            threshold = torch.tensor(min_p, device=dev)[:, None] * probs.max(-1, keepdim=True).values
+            top = probs.max(-1, keepdim=True).values
+            threshold = torch.tensor(min_p, device=dev)[:, None] * top
             probs = torch.where(probs < threshold, 0.0, probs)
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
@@ -134,9 +135,7 @@ class Sampler:
         return _ranked(raw, torch.tensor(targets, device=raw.device), k)
 
 
-def _ranked(
-    raw: torch.Tensor, tokens: torch.Tensor, k: int
-) -> list[list[tuple[int, float, int]]]:
+def _ranked(raw: torch.Tensor, tokens: torch.Tensor, k: int) -> list[list[tuple[int, float, int]]]:
     """Per row: (token id, logprob, rank) of ``tokens[row]``, then of the top ``k``."""
     chosen = raw.gather(1, tokens[:, None].long())
     ranks = ((raw > chosen).sum(-1) + 1).tolist()

@@ -1,6 +1,8 @@
-"""Helpers the models' ``load_weights`` share: copy a checkpoint tensor, check nothing is missing."""
+"""What the models' ``load_weights`` share: copy a checkpoint tensor, check that none is missing."""
 
 from __future__ import annotations
+
+from collections.abc import Set
 
 import torch
 from torch import nn
@@ -13,7 +15,7 @@ def copy_weight(params: dict[str, nn.Parameter], name: str, tensor: torch.Tensor
 
 
 def check_all_loaded(
-    params: dict[str, nn.Parameter], loaded: set[str], exempt: set[str] = frozenset()
+    params: dict[str, nn.Parameter], loaded: set[str], exempt: Set[str] = frozenset()
 ) -> None:
     missing = set(params) - loaded - exempt
     if missing:

@@ -1,1 +1,1 @@
-"""Transport-independent OpenAI serving: requests -> engine calls, outputs -> responses and chunks."""
+"""Transport-independent OpenAI serving: requests -> engine calls -> responses and chunks."""

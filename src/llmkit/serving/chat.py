@@ -77,13 +77,19 @@ def render_messages(
         raise bad_request("messages must not be empty", "messages")
     try:
         prompt = ctx.engine.render_chat(
-            conversation, chat_template or ctx.chat_template, chat_template_kwargs,
-            add_generation_prompt, continue_final_message, tools,
+            conversation,
+            chat_template or ctx.chat_template,
+            chat_template_kwargs,
+            add_generation_prompt,
+            continue_final_message,
+            tools,
         )
     except ValueError as exc:
         raise from_value_error(exc, _TEMPLATE_FLAGS, default="messages") from None
     except jinja2.TemplateError as exc:
-        raise bad_request(f"the chat template failed on these messages: {exc}", "messages") from None
+        raise bad_request(
+            f"the chat template failed on these messages: {exc}", "messages"
+        ) from None
     if not prompt["prompt_token_ids"]:
         raise bad_request("the messages rendered to an empty prompt", "messages")
     return EnginePrompt(prompt["prompt"], prompt["prompt_token_ids"])
@@ -101,15 +107,23 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
         max_tokens, max_name = req.max_completion_tokens, "max_completion_tokens"
     conversation = to_conversation(req.messages)
     prompt = render_messages(
-        ctx, conversation, req.chat_template, req.chat_template_kwargs,
-        req.add_generation_prompt, req.continue_final_message, req.tools,
+        ctx,
+        conversation,
+        req.chat_template,
+        req.chat_template_kwargs,
+        req.add_generation_prompt,
+        req.continue_final_message,
+        req.tools,
     )
     max_model_len = ctx.engine.model_info.max_model_len
     check_context_length(len(prompt.token_ids), max_tokens, max_model_len, "messages")
     renames = {"logprobs": "top_logprobs", "max_tokens": max_name}
     params = build_sampling_params(
-        req, max_tokens=max_tokens, logprobs=top_logprobs if req.logprobs else None,
-        prompt_logprobs=req.prompt_logprobs, renames=renames,
+        req,
+        max_tokens=max_tokens,
+        logprobs=top_logprobs if req.logprobs else None,
+        prompt_logprobs=req.prompt_logprobs,
+        renames=renames,
     )
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":
@@ -145,7 +159,9 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
         logprobs = None
         if job.logprobs:
             logprobs = ChatChoiceLogprobs(
-                content=chat_logprobs(tokenizer, choice.token_ids, choice.logprobs, job.top_logprobs)
+                content=chat_logprobs(
+                    tokenizer, choice.token_ids, choice.logprobs, job.top_logprobs
+                )
             )
         result.append(
             ChatChoice(
@@ -179,7 +195,9 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
     async def send(choice: ChatStreamChoice) -> None:
         await emit(
             ChatCompletionChunk(
-                id=job.request_id, model=job.model, choices=[choice],
+                id=job.request_id,
+                model=job.model,
+                choices=[choice],
                 **job.options.chunk_usage(usage),
             )
         )
@@ -189,15 +207,21 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
         if not started:
             started = True
             for index in range(job.params.n):
-                await send(ChatStreamChoice(index=index, delta=DeltaMessage(role="assistant", content="")))
+                await send(
+                    ChatStreamChoice(index=index, delta=DeltaMessage(role="assistant", content=""))
+                )
                 if job.echo_text:
-                    await send(ChatStreamChoice(index=index, delta=DeltaMessage(content=job.echo_text)))
+                    await send(
+                        ChatStreamChoice(index=index, delta=DeltaMessage(content=job.echo_text))
+                    )
         for o in out.outputs:
             completion_tokens += len(o.token_ids)
             logprobs = None
             if job.logprobs and o.token_ids:
                 logprobs = ChatChoiceLogprobs(
-                    content=chat_logprobs(tokenizer, o.token_ids, o.logprobs or [], job.top_logprobs)
+                    content=chat_logprobs(
+                        tokenizer, o.token_ids, o.logprobs or [], job.top_logprobs
+                    )
                 )
             if not o.text and o.finish_reason is None and logprobs is None:
                 continue
@@ -213,4 +237,6 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
 
     await run_streams(ctx, job.streams, handle)
     if job.options.include_usage:
-        await emit(ChatCompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage()))
+        await emit(
+            ChatCompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage())
+        )

@@ -32,7 +32,9 @@ class CompletionJob(GenerationJob):
     logprobs: int | None
 
 
-def prepare_completion(ctx: ServingContext, req: CompletionRequest, request_id: str) -> CompletionJob:
+def prepare_completion(
+    ctx: ServingContext, req: CompletionRequest, request_id: str
+) -> CompletionJob:
     """Check everything, tokenize and start; raises OpenAIError before any response begins."""
     model = ctx.admit(req, request_id, "generate")
     options = StreamSettings.of(req)
@@ -49,7 +51,10 @@ def prepare_completion(ctx: ServingContext, req: CompletionRequest, request_id: 
         # An echoed prompt comes with its own logprobs, as OpenAI's API returns them.
         prompt_logprobs = max(prompt_logprobs or 0, req.logprobs)
     params = build_sampling_params(
-        req, max_tokens=req.max_tokens, logprobs=req.logprobs, prompt_logprobs=prompt_logprobs,
+        req,
+        max_tokens=req.max_tokens,
+        logprobs=req.logprobs,
+        prompt_logprobs=prompt_logprobs,
         renames={},
     )
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)
@@ -101,8 +106,11 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
             text = _prompt_text(ctx, prompt) + text
         result.append(
             CompletionChoice(
-                index=index, text=text, logprobs=logprobs,
-                finish_reason=choice.finish_reason, stop_reason=choice.stop_reason,
+                index=index,
+                text=text,
+                logprobs=logprobs,
+                finish_reason=choice.finish_reason,
+                stop_reason=choice.stop_reason,
             )
         )
     prompt_tokens = sum(len(p.token_ids) for p in job.prompts)
@@ -153,12 +161,17 @@ async def stream_completion(ctx: ServingContext, job: CompletionJob, emit: Emit)
             if not text and o.finish_reason is None and not (logprobs and logprobs.tokens):
                 continue
             choice = CompletionChoice(
-                index=index, text=text, logprobs=logprobs,
-                finish_reason=o.finish_reason, stop_reason=o.stop_reason,
+                index=index,
+                text=text,
+                logprobs=logprobs,
+                finish_reason=o.finish_reason,
+                stop_reason=o.stop_reason,
             )
             await emit(
                 CompletionChunk(
-                    id=job.request_id, model=job.model, choices=[choice],
+                    id=job.request_id,
+                    model=job.model,
+                    choices=[choice],
                     **job.options.chunk_usage(usage),
                 )
             )

@@ -6,8 +6,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.errors import OpenAIError, bad_request
+from llmkit.serving.metrics import RequestTracker, ServerMetrics
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
@@ -80,9 +80,13 @@ class ServingContext:
     def note_unknown_fields(self, request_id: str, extra: dict[str, Any] | None) -> None:
         """Unknown fields are ignored, as OpenAI clients send fields a server may not know."""
         if extra:
-            logger.warning("request %s: ignoring unknown field(s): %s", request_id, ", ".join(sorted(extra)))
+            logger.warning(
+                "request %s: ignoring unknown field(s): %s", request_id, ", ".join(sorted(extra))
+            )
 
-    def log_request(self, request_id: str, prompt: object, num_prompt_tokens: int, params: object) -> None:
+    def log_request(
+        self, request_id: str, prompt: object, num_prompt_tokens: int, params: object
+    ) -> None:
         """Prompts stay out of the logs unless the operator asked for them."""
         if not logger.isEnabledFor(logging.INFO):
             return
@@ -92,7 +96,10 @@ class ServingContext:
                 text = text[: self.max_log_len] + "..."
             logger.info(
                 "request %s: %d prompt tokens, prompt=%s, params=%s",
-                request_id, num_prompt_tokens, text, params,
+                request_id,
+                num_prompt_tokens,
+                text,
+                params,
             )
         else:
             logger.info("request %s: %d prompt tokens", request_id, num_prompt_tokens)

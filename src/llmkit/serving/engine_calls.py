@@ -49,7 +49,9 @@ def start_prompts(
             if isinstance(params, PoolingParams):
                 stream = engine.encode(prompt.as_input(), params, request_id=rid, priority=priority)
             else:
-                stream = engine.generate(prompt.as_input(), params, request_id=rid, priority=priority)
+                stream = engine.generate(
+                    prompt.as_input(), params, request_id=rid, priority=priority
+                )
             streams.append(stream)
     except (ValueError, LLMKitError) as exc:
         for stream in streams:
@@ -60,7 +62,9 @@ def start_prompts(
     return streams
 
 
-async def run_streams(ctx: ServingContext, streams: list[OutputStream], handle: OutputHandler) -> None:
+async def run_streams(
+    ctx: ServingContext, streams: list[OutputStream], handle: OutputHandler
+) -> None:
     """Pass each output to ``handle(prompt_index, output)``, timing them for the metrics.
 
     However this ends (finished, cancelled by a disconnect, failed), every engine request

@@ -32,7 +32,9 @@ class OpenAIError(Exception):
         self.code = code
 
     def body(self) -> ErrorResponse:
-        kind = _TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "server_error")
+        kind = _TYPES.get(
+            self.status, "invalid_request_error" if self.status < 500 else "server_error"
+        )
         return ErrorResponse(
             error=ErrorInfo(message=self.message, type=kind, param=self.param, code=self.code)
         )
@@ -43,7 +45,10 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
 
 
 def from_value_error(
-    exc: ValueError, known: set[str], renames: dict[str, str] | None = None, default: str | None = None
+    exc: ValueError,
+    known: set[str],
+    renames: dict[str, str] | None = None,
+    default: str | None = None,
 ) -> OpenAIError:
     """A 400 for the engine's ValueError, naming the parameter its message starts with.
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from tokenizers import decoders
 
+from llmkit.engine.tokenizer import Tokenizer
 from llmkit.outputs import Logprob, PositionLogprobs
 from llmkit.protocol.openai import ChatLogprob, ChatTopLogprob, CompletionLogprobs
-from llmkit.engine.tokenizer import Tokenizer
 
 # JSON has no -inf; vLLM clamps to the same value.
 _FLOOR = -9999.0
@@ -23,7 +23,11 @@ def _finite(value: float) -> float:
 @functools.lru_cache(maxsize=1)
 def _byte_level_chars() -> dict[str, int]:
     """GPT-2's byte -> printable character table, inverted (byte-level BPE vocabularies)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -105,7 +109,11 @@ def chat_logprobs(
         entry = position.get(token_id)
         text, raw = token_repr(tokenizer, token_id)
         ranked = sorted(
-            ((tid, lp) for tid, lp in position.items() if lp.rank is not None and lp.rank <= top_logprobs),
+            (
+                (tid, lp)
+                for tid, lp in position.items()
+                if lp.rank is not None and lp.rank <= top_logprobs
+            ),
             key=lambda item: item[1].rank,
         )
         content.append(

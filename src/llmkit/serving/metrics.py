@@ -10,7 +10,13 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -19,8 +25,25 @@ if TYPE_CHECKING:
 
 
 _LATENCY_BUCKETS = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-    10.0, 20.0, 40.0, 80.0,
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
 )
 # When one request's choices end differently, the first of these that occurs counts.
 _REASONS = ("abort", "length", "stop")
@@ -42,10 +65,13 @@ class _EngineCollector(Collector):
             "llmkit:num_requests_waiting", "Sequences waiting to be scheduled.", value=s.num_waiting
         )
         yield GaugeMetricFamily(
-            "llmkit:kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = all).", value=usage
+            "llmkit:kv_cache_usage_perc",
+            "Fraction of KV cache blocks in use (1 = all).",
+            value=usage,
         )
         yield GaugeMetricFamily(
-            "llmkit:prefix_cache_hit_rate", "Fraction of prompt blocks found in the prefix cache.",
+            "llmkit:prefix_cache_hit_rate",
+            "Fraction of prompt blocks found in the prefix cache.",
             value=s.prefix_cache_hit_rate,
         )
         yield CounterMetricFamily(
@@ -55,7 +81,8 @@ class _EngineCollector(Collector):
             "llmkit:generation_tokens", "Tokens generated.", value=s.generated_tokens
         )
         yield CounterMetricFamily(
-            "llmkit:num_preemptions", "Sequences preempted for lack of KV blocks.",
+            "llmkit:num_preemptions",
+            "Sequences preempted for lack of KV blocks.",
             value=s.num_preemptions,
         )
         yield CounterMetricFamily("llmkit:engine_steps", "Engine steps run.", value=s.steps)
@@ -69,20 +96,28 @@ class ServerMetrics:
         self.registry.register(_EngineCollector(engine))
         reg = self.registry
         self.ttft = Histogram(
-            "llmkit:time_to_first_token_seconds", "Time to first token.",
-            buckets=_LATENCY_BUCKETS, registry=reg,
+            "llmkit:time_to_first_token_seconds",
+            "Time to first token.",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
         )
         self.itl = Histogram(
-            "llmkit:inter_token_latency_seconds", "Time between generated tokens.",
-            buckets=_LATENCY_BUCKETS, registry=reg,
+            "llmkit:inter_token_latency_seconds",
+            "Time between generated tokens.",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
         )
         self.e2e = Histogram(
-            "llmkit:e2e_request_latency_seconds", "Time from arrival to the last token.",
-            buckets=_LATENCY_BUCKETS + (160.0, 320.0), registry=reg,
+            "llmkit:e2e_request_latency_seconds",
+            "Time from arrival to the last token.",
+            buckets=(*_LATENCY_BUCKETS, 160.0, 320.0),
+            registry=reg,
         )
         self.finished = Counter(
-            "llmkit:request_success", "Requests finished, by finish reason.",
-            ["finished_reason"], registry=reg,
+            "llmkit:request_success",
+            "Requests finished, by finish reason.",
+            ["finished_reason"],
+            registry=reg,
         )
         for reason in _REASONS:
             self.finished.labels(reason)
@@ -98,7 +133,7 @@ class ServerMetrics:
 class RequestTracker:
     """Times one engine request from arrival through its tokens to its end."""
 
-    __slots__ = ("_metrics", "_start", "_last", "_done")
+    __slots__ = ("_done", "_last", "_metrics", "_start")
 
     def __init__(self, metrics: ServerMetrics | None):
         self._metrics = metrics

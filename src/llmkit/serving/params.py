@@ -94,10 +94,13 @@ def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
         try:
             token_id = int(key)
         except ValueError:
-            raise bad_request(f"logit_bias keys must be token ids, got {key!r}", "logit_bias") from None
+            raise bad_request(
+                f"logit_bias keys must be token ids, got {key!r}", "logit_bias"
+            ) from None
         if not -100.0 <= value <= 100.0:
             raise bad_request(
-                f"logit_bias values must be in [-100, 100], got {value} for token {key}", "logit_bias"
+                f"logit_bias values must be in [-100, 100], got {value} for token {key}",
+                "logit_bias",
             )
         out[token_id] = value
     return out

@@ -27,9 +27,13 @@ class StreamSettings:
     def of(cls, req: SamplingFields) -> StreamSettings:
         options = req.stream_options
         if options is not None and not req.stream:
-            raise bad_request("stream_options can only be set when stream is true", "stream_options")
+            raise bad_request(
+                "stream_options can only be set when stream is true", "stream_options"
+            )
         include = bool(options and options.include_usage)
-        return cls(req.stream, include, bool(include and options and options.continuous_usage_stats))
+        return cls(
+            req.stream, include, bool(include and options and options.continuous_usage_stats)
+        )
 
     def chunk_usage(self, usage: Callable[[], UsageInfo]) -> dict[str, Any]:
         """A chunk's ``usage``: absent unless asked for; then null, or running totals if

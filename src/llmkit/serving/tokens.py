@@ -33,8 +33,12 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.messages is not None:
         prompt = render_messages(
-            ctx, to_conversation(req.messages), req.chat_template, req.chat_template_kwargs,
-            req.add_generation_prompt, req.continue_final_message,
+            ctx,
+            to_conversation(req.messages),
+            req.chat_template,
+            req.chat_template_kwargs,
+            req.add_generation_prompt,
+            req.continue_final_message,
         )
         ids = prompt.token_ids
         if req.add_special_tokens:
@@ -57,4 +61,6 @@ def detokenize(ctx: ServingContext, req: DetokenizeRequest) -> DetokenizeRespons
     if bad:
         raise bad_request(f"token id {bad[0]} is out of vocabulary (0..{vocab - 1})", "tokens")
     # Special tokens stay, so that detokenize inverts tokenize.
-    return DetokenizeResponse(prompt=ctx.engine.tokenizer.decode(req.tokens, skip_special_tokens=False))
+    return DetokenizeResponse(
+        prompt=ctx.engine.tokenizer.decode(req.tokens, skip_special_tokens=False)
+    )

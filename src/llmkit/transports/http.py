@@ -146,7 +146,9 @@ class _Routes:
         req = await _parse(request, CompletionRequest)
         job = completions.prepare_completion(self.ctx, req, f"cmpl-{request_id(request.scope)}")
         if job.stream:
-            return EventStreamResponse(lambda emit: completions.stream_completion(self.ctx, job, emit))
+            return EventStreamResponse(
+                lambda emit: completions.stream_completion(self.ctx, job, emit)
+            )
         result = await run_until_disconnect(
             request.receive, lambda: completions.create_completion(self.ctx, job)
         )
@@ -157,7 +159,9 @@ class _Routes:
         job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}")
         if job.stream:
             return EventStreamResponse(lambda emit: chat.stream_chat(self.ctx, job, emit))
-        result = await run_until_disconnect(request.receive, lambda: chat.create_chat(self.ctx, job))
+        result = await run_until_disconnect(
+            request.receive, lambda: chat.create_chat(self.ctx, job)
+        )
         return _json(result)
 
     async def embeddings(self, request: Request) -> Response:

@@ -62,7 +62,13 @@ class RequestContextMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message = {**message, "headers": [*message.get("headers", ()), (b"x-request-id", rid.encode("latin-1"))]}
+                message = {
+                    **message,
+                    "headers": [
+                        *message.get("headers", ()),
+                        (b"x-request-id", rid.encode("latin-1")),
+                    ],
+                }
             await send(message)
 
         try:
@@ -70,7 +76,11 @@ class RequestContextMiddleware:
         finally:
             access_logger.info(
                 "%s %s %d %.1fms request_id=%s",
-                scope["method"], scope["path"], status, (time.perf_counter() - start) * 1e3, rid,
+                scope["method"],
+                scope["path"],
+                status,
+                (time.perf_counter() - start) * 1e3,
+                rid,
             )
 
 
@@ -83,7 +93,7 @@ class ApiKeyMiddleware:
         self._open = open_paths
 
     def _valid(self, header: str | None) -> bool:
-        if header is None or not header[:7].lower() == "bearer ":
+        if header is None or header[:7].lower() != "bearer ":
             return False
         token = header[7:].strip().encode()
         # Compare with every key, so timing tells nothing about which one nearly matched.

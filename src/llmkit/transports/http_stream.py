@@ -48,7 +48,7 @@ async def run_until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
         try:
             results.append(await work())
-        except Exception as exc:  # re-raised below, outside the task group's wrapping
+        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
             errors.append(exc)
         tg.cancel_scope.cancel()
     if errors:
@@ -63,7 +63,9 @@ class EventStreamResponse:
     before ``[DONE]``, as OpenAI and vLLM do.
     """
 
-    def __init__(self, produce: Callable[[Emit], Awaitable[None]], headers: dict[str, str] | None = None):
+    def __init__(
+        self, produce: Callable[[Emit], Awaitable[None]], headers: dict[str, str] | None = None
+    ):
         self._produce = produce
         self._headers = _SSE_HEADERS + [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()

@@ -194,11 +194,11 @@ class EngineClient:
         self._tasks.start_soon(self._write)
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         """Disconnect: the engine aborts what still runs; open streams raise EngineDeadError."""
         tasks, stream = self._tasks, self._socket
         if tasks is None or stream is None:
-            return None
+            return
         self._tasks = None
         self._fail("the client was closed")
         # Shutting the socket down ends the reader and writer at EOF. Cancelling them in a
@@ -206,7 +206,8 @@ class EngineClient:
         shutdown_socket(stream)
         tasks.cancel_scope.deadline = anyio.current_time() + _CLOSE_TIMEOUT_S
         try:
-            return await tasks.__aexit__(*exc_info)
+            # The tasks end on their own, so there is nothing for the group to swallow.
+            await tasks.__aexit__(*exc_info)
         finally:
             with anyio.CancelScope(shield=True):
                 await stream.aclose()

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
-def _inv_freq(hf_config) -> tuple[torch.Tensor, float]:
+
+def _inv_freq(hf_config: PretrainedConfig) -> tuple[torch.Tensor, float]:
     params = getattr(hf_config, "rope_parameters", None) or {}
     rope_type = params.get("rope_type", "default")
     if rope_type == "default":
@@ -31,7 +36,10 @@ Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, signed sin), each [T, 1, head_
 class RotaryEmbedding(nn.Module):
     """Looks up the step's cos/sin rows once; :func:`apply_rope` uses them in every layer."""
 
-    def __init__(self, hf_config, max_positions: int):
+    cos: torch.Tensor  # buffers, [max_positions, head_dim]
+    sin: torch.Tensor
+
+    def __init__(self, hf_config: PretrainedConfig, max_positions: int) -> None:
         super().__init__()
         inv_freq, scaling = _inv_freq(hf_config)
         positions = torch.arange(max_positions, dtype=torch.float)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +17,9 @@ from torch import nn
 
 from llmkit.model.context import ForwardContext
 from llmkit.model.weights import check_all_loaded, copy_weight
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 _ACTIVATIONS = {
     "gelu": F.gelu,
@@ -62,7 +66,7 @@ def _layout(starts: list[int], device: torch.device) -> _Layout:
 class BertOutput(nn.Module):
     """Projection, residual, then LayerNorm: BERT normalizes after each sublayer (post-LN)."""
 
-    def __init__(self, in_size: int, cfg):
+    def __init__(self, in_size: int, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(in_size, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
@@ -72,7 +76,7 @@ class BertOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.num_heads = cfg.num_attention_heads
         self.head_dim = cfg.hidden_size // self.num_heads
@@ -93,7 +97,7 @@ class BertAttention(nn.Module):
 
 
 class BertIntermediate(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
         if cfg.hidden_act not in _ACTIVATIONS:
@@ -108,7 +112,7 @@ class BertIntermediate(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.attention = BertAttention(cfg)
         self.intermediate = BertIntermediate(cfg)
@@ -120,13 +124,13 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(cfg) for _ in range(cfg.num_hidden_layers))
 
 
 class BertEmbeddings(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
@@ -147,11 +151,15 @@ class BertModel(nn.Module):
     # vLLM's default for BERT embedding models without a sentence-transformers config.
     default_pooling_type = "cls"
     # Checkpoint name piece -> shard of our fused q/k/v projection.
-    stacked = {"attention.self.query.": 0, "attention.self.key.": 1, "attention.self.value.": 2}
+    stacked: ClassVar[dict[str, int]] = {
+        "attention.self.query.": 0,
+        "attention.self.key.": 1,
+        "attention.self.value.": 2,
+    }
     # Heads of other tasks, and a buffer HF saves alongside the weights.
     ignored = ("pooler.", "cls.", "embeddings.position_ids")
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
             raise ValueError(

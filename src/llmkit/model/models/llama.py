@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
@@ -13,9 +14,14 @@ from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.rotary import Rope, RotaryEmbedding, apply_rope
 from llmkit.model.weights import check_all_loaded, copy_weight
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
 
 class LlamaAttention(nn.Module):
-    def __init__(self, cfg, layer_idx: int, qkv_bias: bool, qk_norm: bool):
+    def __init__(
+        self, cfg: PretrainedConfig, layer_idx: int, qkv_bias: bool, qk_norm: bool
+    ) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.num_heads = cfg.num_attention_heads
@@ -36,7 +42,7 @@ class LlamaAttention(nn.Module):
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, rope), apply_rope(k, rope)
         k_cache, v_cache = ctx.kv_caches[self.layer_idx]
@@ -46,7 +52,7 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
@@ -57,7 +63,9 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, cfg, layer_idx: int, qkv_bias: bool, qk_norm: bool):
+    def __init__(
+        self, cfg: PretrainedConfig, layer_idx: int, qkv_bias: bool, qk_norm: bool
+    ) -> None:
         super().__init__()
         self.self_attn = LlamaAttention(cfg, layer_idx, qkv_bias, qk_norm)
         self.mlp = LlamaMLP(cfg)
@@ -70,7 +78,7 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, cfg, qkv_bias: bool, qk_norm: bool):
+    def __init__(self, cfg: PretrainedConfig, qkv_bias: bool, qk_norm: bool) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(
@@ -93,7 +101,7 @@ class LlamaForCausalLM(nn.Module):
     qkv_bias = False
     qk_norm = False
     # HF parameter name piece -> (our fused parameter, shard index)
-    stacked = {
+    stacked: ClassVar[dict[str, tuple[str, int]]] = {
         "q_proj": ("qkv_proj", 0),
         "k_proj": ("qkv_proj", 1),
         "v_proj": ("qkv_proj", 2),
@@ -101,7 +109,7 @@ class LlamaForCausalLM(nn.Module):
         "up_proj": ("gate_up_proj", 1),
     }
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         self.config = cfg
         qkv_bias = self.qkv_bias or getattr(cfg, "attention_bias", False)
@@ -140,7 +148,9 @@ class LlamaForCausalLM(nn.Module):
                 loaded.add(name)
         check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
 
-    def _load_shard(self, param: nn.Parameter, tensor: torch.Tensor, shard: int, piece: str):
+    def _load_shard(
+        self, param: nn.Parameter, tensor: torch.Tensor, shard: int, piece: str
+    ) -> None:
         cfg = self.config
         if piece in ("gate_proj", "up_proj"):
             sizes = [cfg.intermediate_size, cfg.intermediate_size]

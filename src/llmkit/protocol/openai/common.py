@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
@@ -96,4 +96,4 @@ class SamplingFields(RequestBody):
 
 
 # A prompt: one string, several, one token-id list, or several.
-PromptInput = Union[str, list[str], list[int], list[list[int]]]
+PromptInput = str | list[str] | list[int] | list[list[int]]

@@ -8,7 +8,7 @@ import torch
 
 from llmkit.kernels.paged_attention import paged_attention
 from llmkit.kernels.reshape_and_cache import reshape_and_cache
-from llmkit.model.attention import AttentionBackend, AttentionMetadata
+from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
 
 # Below this many keys per split, the merge pass and the extra partial writes cost more
 # than the parallelism they buy.
@@ -61,6 +61,10 @@ class TritonAttentionBackend(AttentionBackend):
         if num_splits is not None and num_splits < 1:
             raise ValueError(f"num_splits must be >= 1, got {num_splits}")
         self.num_splits = num_splits
+
+    def prepare(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> None:
+        """Nothing to plan: the kernels read the metadata as it is, and the split count,
+        host arithmetic on the layer's KV head count, is chosen at each launch."""
 
     def write_kv(
         self,

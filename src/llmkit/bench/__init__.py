@@ -1,0 +1,1 @@
+"""Benchmarks shipped with llmkit (``llmkit bench``); the serving one needs ``llmkit[bench]``."""

@@ -1,0 +1,50 @@
+"""Start ``llmkit serve`` on a free port for a benchmark run, and wait until it is healthy."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    model: str, flags: list[str], timeout: float = 300.0
+) -> tuple[subprocess.Popen, str]:
+    """``llmkit serve MODEL FLAGS`` on a free port; the process and its base URL, once healthy."""
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "llmkit.cli",
+        "serve",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *flags,
+    ]
+    proc = subprocess.Popen(cmd)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llmkit serve exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    raise TimeoutError("llmkit serve did not become healthy in time")

@@ -1,0 +1,116 @@
+"""``llmkit bench throughput | serve``: the flags of the benchmarks in ``llmkit.bench``."""
+
+from __future__ import annotations
+
+import argparse
+
+from llmkit.bench.workload import Workload
+from llmkit.cli.flags import add_engine_flags, engine_config, engine_kwargs, to_flags
+
+_EXTRA_MODULES = ("httpx", "openai")
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser(
+        "bench", help="benchmarks (serve needs: pip install 'llmkit[bench]')"
+    )
+    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+
+    throughput = benches.add_parser("throughput", help="offline generation throughput (LLM)")
+    throughput.add_argument(
+        "--model", default="demo", help="a model directory, or 'demo' (default)"
+    )
+    throughput.add_argument(
+        "--num-prompts", type=int, default=64, help="requests, all sent at once (default: 64)"
+    )
+    _add_workload_flags(throughput)
+    add_engine_flags(throughput)
+    throughput.set_defaults(handler=throughput_command)
+
+    serve = benches.add_parser("serve", help="streaming clients over HTTP vs the engine directly")
+    serve.add_argument("--model", default="demo", help="a model directory, or 'demo' (default)")
+    serve.add_argument("--url", help="a running server (default: start `llmkit serve` for the run)")
+    serve.add_argument("--api-key", help="the server's API key, if it asks for one")
+    serve.add_argument(
+        "--served-model-name",
+        help="the model name to ask for (default: the first the server lists)",
+    )
+    serve.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1, 16, 64],
+        help="the numbers of concurrent clients, one level each (default: 1 16 64)",
+    )
+    serve.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="requests per client at each level, one after the other (default: 2)",
+    )
+    serve.add_argument("--skip-direct", action="store_true", help="no direct-engine baseline")
+    serve.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per level and side, alternating; each side keeps its best (for shared machines)",
+    )
+    _add_workload_flags(serve)
+    add_engine_flags(serve)
+    serve.set_defaults(handler=serve_command)
+
+
+def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("workload")
+    group.add_argument("--input-words", type=int, default=24, help="words per prompt (default: 24)")
+    group.add_argument(
+        "--output-len",
+        type=int,
+        default=128,
+        help="tokens per completion, generated greedily past EOS (default: 128)",
+    )
+    group.add_argument(
+        "--workload-seed", type=int, default=0, help="seed of the random prompts (default: 0)"
+    )
+
+
+def _workload(args: argparse.Namespace) -> Workload:
+    return Workload(args.input_words, args.output_len, args.workload_seed)
+
+
+def throughput_command(args: argparse.Namespace) -> int:
+    from llmkit.bench.throughput import measure_throughput
+
+    engine_config(args.model, args)  # a bad flag ends here, with its message
+    result = measure_throughput(args.model, args.num_prompts, _workload(args), engine_kwargs(args))
+    print(result.report())
+    return 0
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        from llmkit.bench.serving import ServingOptions, run_serving
+    except ModuleNotFoundError as exc:
+        if exc.name not in _EXTRA_MODULES:
+            raise
+        raise SystemExit(
+            f"llmkit bench serve needs {exc.name}, which is not installed: "
+            "pip install 'llmkit[bench]'"
+        ) from None
+    options = ServingOptions(
+        concurrency=tuple(args.concurrency),
+        rounds=args.rounds,
+        repeat=args.repeat,
+        direct=not args.skip_direct,
+        workload=_workload(args),
+    )
+    result = run_serving(
+        engine_config(args.model, args),
+        options,
+        url=args.url,
+        api_key=args.api_key,
+        served_model_name=args.served_model_name,
+        server_flags=to_flags(engine_kwargs(args)),
+    )
+    print(result.report())
+    return 0

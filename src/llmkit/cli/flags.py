@@ -1,0 +1,122 @@
+"""Shared flags: EngineConfig's fields, generated from the dataclass, and sampling."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from llmkit.config import EngineConfig
+from llmkit.sampling_params import RequestOutputKind, SamplingParams
+
+# The only place llmkit reads an environment variable for a setting (see DESIGN.md).
+API_KEY_ENV = "LLMKIT_API_KEY"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(hint: Any) -> Any:
+    """``int | None`` -> int."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0]
+    return hint
+
+
+def _help(field: dataclasses.Field[Any]) -> str:
+    """The field's own documentation, and its default where the text does not give it."""
+    text = field.metadata["help"]
+    return text if field.default is None else f"{text} (default: {field.default})"
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per EngineConfig field but ``model``; unset flags keep the field's default."""
+    group = parser.add_argument_group("engine", "EngineConfig fields (see llmkit.EngineConfig)")
+    hints = typing.get_type_hints(EngineConfig)
+    for field in dataclasses.fields(EngineConfig):
+        if field.name == "model":
+            continue
+        kind = _base_type(hints[field.name])
+        if kind is bool:
+            group.add_argument(
+                _flag(field.name),
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=_help(field),
+            )
+        else:
+            group.add_argument(
+                _flag(field.name),
+                type=kind,
+                default=argparse.SUPPRESS,
+                metavar=kind.__name__.upper(),
+                help=_help(field),
+            )
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The EngineConfig fields given on the command line."""
+    names = {f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def engine_config(model: str, args: argparse.Namespace) -> EngineConfig:
+    """The config the flags describe; a bad value ends the command with its message."""
+    try:
+        return EngineConfig.from_kwargs(model, **engine_kwargs(args))
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"llmkit: error: {exc}") from None
+
+
+def to_flags(kwargs: dict[str, Any]) -> list[str]:
+    """The inverse of parsing: fields back to flags, for starting ``llmkit serve``."""
+    flags = []
+    for name, value in sorted(kwargs.items()):
+        if isinstance(value, bool):
+            flags.append(_flag(name) if value else "--no-" + name.replace("_", "-"))
+        elif value is not None:
+            flags += [_flag(name), str(value)]
+    return flags
+
+
+def add_sampling_flags(parser: argparse.ArgumentParser, max_tokens: int) -> None:
+    """The sampling settings of the requests ``run`` and ``chat`` send."""
+    group = parser.add_argument_group("sampling")
+    group.add_argument(
+        "--max-tokens",
+        type=int,
+        default=max_tokens,
+        help=f"the most tokens to generate per reply (default: {max_tokens})",
+    )
+    group.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="the sampling temperature; 0 is greedy (default: 0.7)",
+    )
+    group.add_argument(
+        "--top-p",
+        type=float,
+        default=1.0,
+        help="nucleus sampling: keep the most likely tokens up to this probability (default: 1.0)",
+    )
+    group.add_argument(
+        "--sampling-seed",
+        type=int,
+        help="the request's sampling seed, for reproducible samples (default: none)",
+    )
+
+
+def sampling_params(args: argparse.Namespace) -> SamplingParams:
+    """The sampling flags as streaming (``DELTA``) SamplingParams."""
+    return SamplingParams(
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.sampling_seed,
+        output_kind=RequestOutputKind.DELTA,
+    )

@@ -1,0 +1,159 @@
+"""``llmkit serve``: the OpenAI-compatible HTTP server, draining in-flight requests on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import uvicorn
+
+from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
+
+if TYPE_CHECKING:
+    from llmkit.engine.protocol import EngineProtocol
+    from llmkit.serving.context import ServingContext
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="run the OpenAI-compatible HTTP server")
+    serve.add_argument(
+        "model", nargs="?", help="a model directory, or 'demo' (none with --engine-socket)"
+    )
+    serve.add_argument(
+        "--engine-socket",
+        metavar="PATH",
+        help="serve the engine `llmkit engine MODEL --socket PATH` runs, loading no model here",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8000, help="the port to listen on (default: 8000)"
+    )
+    serve.add_argument("--uds", help="listen on this unix socket instead of host:port")
+    serve.add_argument("--root-path", default="", help="the path prefix a proxy serves this under")
+    serve.add_argument("--served-model-name", nargs="+", help="the model name(s) clients use")
+    serve.add_argument(
+        "--api-key",
+        action="append",
+        help=f"require this key (repeatable; or set {API_KEY_ENV})",
+    )
+    serve.add_argument(
+        "--metrics-require-api-key", action="store_true", help="protect /metrics too"
+    )
+    serve.add_argument("--chat-template", help="a chat template file, or the template itself")
+    serve.add_argument(
+        "--allowed-origins", action="append", help="CORS origins (repeatable or comma-separated)"
+    )
+    serve.add_argument("--allowed-methods", action="append", help="CORS methods (default: all)")
+    serve.add_argument("--allowed-headers", action="append", help="CORS headers (default: all)")
+    serve.add_argument("--allow-credentials", action="store_true", help="CORS: allow credentials")
+    serve.add_argument("--log-prompts", action="store_true", help="log prompts (off by default)")
+    serve.add_argument("--max-log-len", type=int, help="cut logged prompts to this many characters")
+    serve.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, seconds to let in-flight requests finish (default: 30)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the server's log level (default: info)",
+    )
+    add_engine_flags(serve)
+    serve.set_defaults(handler=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from llmkit.transports.http import create_app
+
+    keys = args.api_key or ([os.environ[API_KEY_ENV]] if os.environ.get(API_KEY_ENV) else None)
+    engine, name = _served_engine(args)
+    app = create_app(
+        engine,
+        served_model_name=args.served_model_name or [name],
+        api_key=keys,
+        allowed_origins=_split(args.allowed_origins),
+        allowed_methods=_split(args.allowed_methods) or ["*"],
+        allowed_headers=_split(args.allowed_headers) or ["*"],
+        allow_credentials=args.allow_credentials,
+        chat_template=_read_template(args.chat_template),
+        log_prompts=args.log_prompts,
+        max_log_len=args.max_log_len,
+        metrics_require_api_key=args.metrics_require_api_key,
+        owns_engine=True,
+    )
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        uds=args.uds,
+        root_path=args.root_path,
+        log_level=args.log_level,
+        access_log=False,  # the app logs each request with its id
+        timeout_graceful_shutdown=args.shutdown_timeout,
+        lifespan="on",
+    )
+    _DrainingServer(config, app.state.serving).run()
+    return 0
+
+
+def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
+    """The engine to serve, and its model's name."""
+    if args.engine_socket is None:
+        if not args.model:
+            raise SystemExit("llmkit serve: error: give a MODEL, or --engine-socket PATH")
+        from llmkit.engine.async_engine import AsyncEngine
+
+        # The model loads before the port opens, so a client that can connect can be served.
+        return AsyncEngine(engine_config(args.model, args)), args.model
+    if args.model or engine_kwargs(args):
+        raise SystemExit(
+            "llmkit serve: error: with --engine-socket the model and its engine flags belong to "
+            "`llmkit engine`"
+        )
+    import anyio
+
+    from llmkit.transports.unix_client import EngineClient, fetch_model_info
+
+    try:
+        info = anyio.run(fetch_model_info, args.engine_socket)
+    except OSError as exc:
+        raise SystemExit(
+            f"llmkit serve: error: cannot reach the engine at {args.engine_socket}: {exc}"
+        ) from None
+    return EngineClient(args.engine_socket), info.name
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _read_template(value: str | None) -> str | None:
+    if value is None:
+        return None
+    path = Path(value)
+    return path.read_text() if path.is_file() else value
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, marking the app as draining as soon as a shutdown signal comes.
+
+    uvicorn then stops accepting, waits up to ``timeout_graceful_shutdown`` for in-flight
+    requests, cancels the rest (which aborts them) and runs the lifespan's shutdown.
+    """
+
+    def __init__(self, config: uvicorn.Config, serving: ServingContext):
+        super().__init__(config)
+        self._serving = serving
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._serving.draining = True
+        super().handle_exit(sig, frame)

@@ -1,0 +1,74 @@
+"""The attention interface: a step's batch layout and the backend every attention layer calls.
+
+The KV cache of one layer is a pair of tensors shaped ``[num_blocks, block_size,
+num_kv_heads, head_dim]``. A step's tokens are one flattened, unpadded batch; request
+``i`` owns query rows ``query_start_loc[i]:query_start_loc[i+1]``, which are the last
+``q_len`` positions of its ``seq_lens[i]`` tokens of context, read through
+``block_tables[i]``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class AttentionMetadata:
+    """The step's batch layout, built once per step by the runner and shared by all layers."""
+
+    query_start_loc: torch.Tensor  # [B + 1] int32
+    seq_lens: torch.Tensor  # [B] int32, context length including this step's tokens
+    block_tables: torch.Tensor  # [B, max_blocks] int32
+    slot_mapping: torch.Tensor  # [T] int64, -1 for tokens that write no KV
+    max_query_len: int
+    max_seq_len: int
+    # Host copies, so backends that loop on the host never sync with the device.
+    query_start_loc_host: list[int]
+    seq_lens_host: list[int]
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.seq_lens_host)
+
+
+class AttentionBackend(ABC):
+    """Writes a step's K/V into the paged cache and computes causal attention through it.
+
+    The runner calls :meth:`prepare` once per step, before the model's forward, with the
+    step's metadata; every layer then calls :meth:`write_kv` and :meth:`forward` with
+    that same metadata.
+    """
+
+    name: str
+
+    @abstractmethod
+    def prepare(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> None:
+        """Derive, once per step, what every layer's :meth:`forward` on ``meta`` reuses.
+
+        ``block_size`` is the KV cache's tokens per block and ``dtype`` the query's.
+        """
+
+    @abstractmethod
+    def write_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        """Store ``key``/``value`` ``[T, H_kv, D]`` at ``slot_mapping`` (``-1`` is skipped)."""
+
+    @abstractmethod
+    def forward(
+        self,
+        query: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        """Causal paged attention for ``query`` ``[T, H_q, D]``; returns ``[T, H_q, D]``."""

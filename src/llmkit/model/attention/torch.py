@@ -1,0 +1,184 @@
+"""The torch reference attention backend: plain torch ops, on CPU and CUDA.
+
+Decodes are batched in small length-sorted groups; prefill chunks run one by one. What
+the groups need (rows, blocks, additive masks) is planned once per step in ``prepare``
+and reused by every layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
+
+# Measured on a 2-core CPU (64 decodes, contexts 16..512): 8 per group costs a quarter
+# of one padded batch; larger groups spill the gathered K/V out of cache.
+_DECODE_GROUP = 8
+
+
+@dataclass
+class _DecodeGroup:
+    rows: torch.Tensor  # [R] query rows
+    blocks: torch.Tensor  # [R * width] physical blocks, row-major
+    mask: torch.Tensor  # [R, 1, 1, max_len] additive: 0 in context, -inf beyond
+    width: int  # blocks per request, padded
+    max_len: int
+
+
+@dataclass
+class _TorchPlan:
+    """One step's decode groups and prefills, for the metadata, block size and dtype it fits."""
+
+    meta: AttentionMetadata
+    block_size: int
+    dtype: torch.dtype
+    decode_groups: list[_DecodeGroup]
+    prefills: list[int]  # requests attended one by one
+
+    @classmethod
+    def make(cls, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> _TorchPlan:
+        starts, lens = meta.query_start_loc_host, meta.seq_lens_host
+        q_lens = [starts[i + 1] - starts[i] for i in range(meta.num_reqs)]
+        decodes = sorted((i for i, n in enumerate(q_lens) if n == 1), key=lens.__getitem__)
+        if len(decodes) < 2:
+            decodes = []
+        groups = [
+            _decode_group(meta, decodes[g : g + _DECODE_GROUP], block_size, dtype)
+            for g in range(0, len(decodes), _DECODE_GROUP)
+        ]
+        in_groups = set(decodes)
+        prefills = [i for i in range(meta.num_reqs) if q_lens[i] > 0 and i not in in_groups]
+        return cls(meta, block_size, dtype, groups, prefills)
+
+    def fits(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> bool:
+        return self.meta is meta and self.block_size == block_size and self.dtype == dtype
+
+
+class TorchAttentionBackend(AttentionBackend):
+    """The reference: plain torch ops. Decodes are batched; prefill chunks run one by one."""
+
+    name = "torch"
+
+    def __init__(self) -> None:
+        self._plan: _TorchPlan | None = None
+
+    def prepare(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> None:
+        self._plan = _TorchPlan.make(meta, block_size, dtype)
+
+    def write_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        num_kv_heads, head_dim = k_cache.shape[-2:]
+        if (slot_mapping < 0).any():
+            keep = slot_mapping >= 0
+            key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
+        k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, key)
+        v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        plan = self._plan
+        block_size = k_cache.shape[1]
+        if plan is None or not plan.fits(meta, block_size, query.dtype):
+            # Used on its own (tests, benchmarks) rather than by the runner, which
+            # prepares each step: plan this metadata now, once, for the calls after.
+            plan = self._plan = _TorchPlan.make(meta, block_size, query.dtype)
+        out = torch.empty_like(query)
+        for group in plan.decode_groups:
+            k, v = _gather_padded(k_cache, v_cache, group)
+            o = F.scaled_dot_product_attention(
+                query[group.rows].unsqueeze(2),
+                k,
+                v,
+                attn_mask=group.mask,
+                scale=scale,
+                enable_gqa=True,
+            )
+            out.index_copy_(0, group.rows, o.squeeze(2))
+        starts = meta.query_start_loc_host
+        for i in plan.prefills:
+            rows = slice(starts[i], starts[i + 1])
+            k, v = _gather_context(k_cache, v_cache, meta.block_tables[i], meta.seq_lens_host[i])
+            out[rows] = _attend(query[rows], k, v, scale, causal=starts[i + 1] - starts[i] > 1)
+        return out
+
+
+def _decode_group(
+    meta: AttentionMetadata, reqs: list[int], block_size: int, dtype: torch.dtype
+) -> _DecodeGroup:
+    """A group's rows, blocks and key mask; the same for every layer of the step."""
+    device = meta.query_start_loc.device
+    idx = torch.tensor(reqs, device=device)
+    max_len = meta.seq_lens_host[reqs[-1]]
+    width = -(-max_len // block_size)
+    outside = torch.arange(max_len, device=device)[None, :] >= meta.seq_lens[idx][:, None]
+    # Additive, not boolean: SDPA would convert a boolean mask again in every layer.
+    mask = torch.zeros(outside.shape, dtype=dtype, device=device)
+    mask.masked_fill_(outside, float("-inf"))
+    return _DecodeGroup(
+        rows=meta.query_start_loc[idx].long(),
+        blocks=meta.block_tables[idx, :width].reshape(-1).long(),
+        mask=mask[:, None, None, :],
+        width=width,
+        max_len=max_len,
+    )
+
+
+def _gather_padded(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, group: _DecodeGroup
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """K/V of a decode group, padded to its longest context: ``[R, H_kv, max_len, D]``."""
+    num_blocks, block_size = k_cache.shape[:2]
+    num_rows = group.rows.shape[0]
+
+    def gather(cache: torch.Tensor) -> torch.Tensor:
+        rows = cache.view(num_blocks, -1).index_select(0, group.blocks)
+        padded = rows.view(num_rows, group.width * block_size, *cache.shape[2:])
+        return padded[:, : group.max_len].transpose(1, 2)
+
+    return gather(k_cache), gather(v_cache)
+
+
+def _gather_context(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``seq_len`` K/V rows of one request: ``[seq_len, H_kv, D]``."""
+    block_size = k_cache.shape[1]
+    blocks = block_table[: -(-seq_len // block_size)].long()
+    k = k_cache[blocks].flatten(0, 1)[:seq_len]
+    v = v_cache[blocks].flatten(0, 1)[:seq_len]
+    return k, v
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
+) -> torch.Tensor:
+    """``q`` ``[Q, H_q, D]`` are the last Q positions of ``k``/``v`` ``[L, H_kv, D]``."""
+    q_len, ctx_len = q.shape[0], k.shape[0]
+    mask = None
+    if causal:
+        q_pos = torch.arange(ctx_len - q_len, ctx_len, device=q.device)
+        mask = torch.arange(ctx_len, device=q.device)[None, :] <= q_pos[:, None]
+    o = F.scaled_dot_product_attention(
+        q.transpose(0, 1),
+        k.transpose(0, 1),
+        v.transpose(0, 1),
+        attn_mask=mask,
+        scale=scale,
+        enable_gqa=True,
+    )
+    return o.transpose(0, 1)
