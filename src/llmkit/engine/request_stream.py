@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Generic, TypeVar, cast
 
 import anyio
 
 from llmkit.engine.output_state import RequestState
-from llmkit.engine.protocol import EngineOutput
 from llmkit.errors import EngineDeadError, RequestFailedError
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+
+Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
 
 
-def _threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
+def _threadsafe_scheduler() -> Callable[[Callable[[], None]], object]:
     """A function that runs a callback soon on the current event loop, from any thread."""
     try:
         return asyncio.get_running_loop().call_soon_threadsafe
@@ -29,7 +32,7 @@ def _threadsafe_scheduler() -> Callable[[Callable[[], None]], None]:
         return trio.lowlevel.current_trio_token().run_sync_soon
 
 
-class RequestStream:
+class RequestStream(Generic[Output]):
     """Async iterator over one request's outputs; leaving it early aborts the request."""
 
     def __init__(
@@ -50,10 +53,10 @@ class RequestStream:
     def request_id(self) -> str:
         return self._state.request_id
 
-    def __aiter__(self) -> RequestStream:
+    def __aiter__(self) -> RequestStream[Output]:
         return self
 
-    async def __anext__(self) -> EngineOutput:
+    async def __anext__(self) -> Output:
         if self._done:
             raise StopAsyncIteration
         try:
@@ -66,7 +69,8 @@ class RequestStream:
                 if output is not None:
                     if output.finished:
                         self._close()
-                    return output
+                    # The state is a pooling one exactly when Output is the embedding type.
+                    return cast(Output, output)
                 if dead is not None:
                     raise EngineDeadError(f"the engine stopped: {dead}") from None
                 self._event = anyio.Event()
