@@ -84,7 +84,7 @@ class SamplingParams:
             value = getattr(self, name)
             if value is not None:
                 _check(value >= 0, name, f"must be non-negative, got {value}")
-        _check(all(s for s in self.stop), "stop", "cannot contain an empty string")
+        _check(all(s for s in self.stop or []), "stop", "cannot contain an empty string")
         if self.allowed_token_ids is not None:
             _check(len(self.allowed_token_ids) > 0, "allowed_token_ids", "must not be empty")
         if self.seed is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING, cast
 
 from llmkit.cli.flags import (
     API_KEY_ENV,
@@ -13,6 +14,9 @@ from llmkit.cli.flags import (
     engine_config,
     sampling_params,
 )
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -60,7 +64,8 @@ def _chat_remote(args: argparse.Namespace, messages: list[dict[str, str]]) -> in
         messages.append({"role": "user", "content": line})
         stream = client.chat.completions.create(
             model=model,
-            messages=messages,
+            # Plain role/content dicts, which the client's TypedDicts describe.
+            messages=cast("list[ChatCompletionMessageParam]", messages),
             stream=True,
             max_tokens=args.max_tokens,
             temperature=args.temperature,

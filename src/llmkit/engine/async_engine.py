@@ -30,11 +30,13 @@ from llmkit.engine.request_stream import RequestStream
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
 
-_Command = Callable[[EngineCore], None]
+# A command runs on the core thread; what it returns is ignored.
+_Command = Callable[[EngineCore], object]
 
 
 class AsyncEngine:
@@ -62,7 +64,7 @@ class AsyncEngine:
         self._wakeup = threading.Event()
         # Weak: the reader's reference is what keeps a stream alive, so dropping it
         # (breaking out of ``async for``) finalises the stream and aborts the request.
-        self._streams: weakref.WeakValueDictionary[str, RequestStream] = (
+        self._streams: weakref.WeakValueDictionary[str, RequestStream[Any]] = (
             weakref.WeakValueDictionary()
         )
         # Re-entrant: a dropped stream may be finalised while this thread holds it.
@@ -144,7 +146,7 @@ class AsyncEngine:
         *,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> RequestStream:
+    ) -> RequestStream[RequestOutput]:
         """Start a request; iterate the result with ``async for``.
 
         Invalid input raises ``ValueError`` here, before anything is queued.
@@ -158,7 +160,7 @@ class AsyncEngine:
         *,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> RequestStream:
+    ) -> RequestStream[EmbeddingRequestOutput]:
         """Start a pooling (embedding) request; its stream yields one output."""
         return self._add(prompt, pooling_params or PoolingParams(), request_id, priority)
 
@@ -174,7 +176,7 @@ class AsyncEngine:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
-    ) -> RequestStream:
+    ) -> RequestStream[RequestOutput]:
         """Like :meth:`generate`, on a conversation rendered through the chat template."""
         prompt = self.render_chat(
             messages,
@@ -196,7 +198,8 @@ class AsyncEngine:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
-    ) -> RequestStream:
+    ) -> RequestStream[Any]:
+        """Check and queue a request; its stream's output type follows ``params``."""
         if self._dead is not None or self._stopping:
             raise EngineDeadError("the engine is not running")
         if self._thread is None:
@@ -204,7 +207,7 @@ class AsyncEngine:
                 "the engine is not started: use `async with engine` or start()"
             )
         state, requests = self._processor.process(prompt, params, request_id, priority)
-        stream = RequestStream(state, lambda: self._dead, self._release)
+        stream: RequestStream[Any] = RequestStream(state, lambda: self._dead, self._release)
         with self._lock:
             if state.request_id in self._streams:
                 raise ValueError(f"request id {state.request_id!r} is already in use")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -14,6 +14,7 @@ from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.resolve import resolve
 from llmkit.engine.scheduler import Scheduler, SchedulerOutput
 from llmkit.engine.stats import EngineStats
+from llmkit.engine.step_rows import plan_rows
 from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
@@ -31,17 +32,6 @@ class _Seq:
     state: RequestState  # the user request it belongs to
     generator: torch.Generator | None = None  # seeded sampling
     pooler: PoolingAccumulator | None = None  # pooling requests
-
-
-@dataclass
-class _StepRows:
-    """Which hidden rows of a step need logits, and what each group of them is for."""
-
-    rows: list[int] = field(default_factory=list)
-    sample: list[tuple[Request, int]] = field(default_factory=list)  # request, logit row
-    # request, first prompt position, first logit row, number of positions
-    prompt_logprobs: list[tuple[Request, int, int, int]] = field(default_factory=list)
-    pool: list[tuple[Request, int, int]] = field(default_factory=list)  # request, row, count
 
 
 class EngineCore:
@@ -146,7 +136,7 @@ class EngineCore:
                 SeqInput(req.tokens(start, start + n), start, self.allocator.block_ids(req))
             )
         hidden = self.runner.execute(seqs)
-        plan = self._plan_rows(sched)
+        plan = plan_rows(sched, self._reported_prompt_logprobs)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None
         touched: dict[str, RequestState] = {}
         for req, first, row, count in plan.prompt_logprobs:
@@ -166,29 +156,9 @@ class EngineCore:
                 touched[state.request_id] = state
         return list(touched.values())
 
-    def _plan_rows(self, sched: SchedulerOutput) -> _StepRows:
-        """The last row of each request that samples now, the prompt rows of requests that
-        want prompt logprobs, and the rows of pooling requests."""
-        plan = _StepRows()
-        offset = 0
-        for req, n in zip(sched.requests, sched.num_new_tokens):
-            start = req.num_computed_tokens
-            if req.is_pooling:
-                plan.pool.append((req, offset, n))
-                offset += n
-                continue
-            reported = self._seqs[req].state.prompt_logprobs
-            if reported is not None and req.index == 0:
-                first = max(len(reported) - 1, start)  # positions already reported
-                last = min(start + n, req.num_prompt_tokens - 1)
-                if last > first:
-                    plan.prompt_logprobs.append((req, first, len(plan.rows), last - first))
-                    plan.rows.extend(range(offset + first - start, offset + last - start))
-            if start + n == req.num_tokens:
-                plan.sample.append((req, len(plan.rows)))
-                plan.rows.append(offset + n - 1)
-            offset += n
-        return plan
+    def _reported_prompt_logprobs(self, req: Request) -> int | None:
+        reported = self._seqs[req].state.prompt_logprobs
+        return None if reported is None else len(reported)
 
     def _sampling_row(self, req: Request) -> SamplingRow:
         assert req.sampling_params is not None

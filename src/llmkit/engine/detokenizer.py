@@ -10,7 +10,7 @@ class IncrementalDetokenizer:
     def __init__(self, tokenizer: Tokenizer, prompt_token_ids: list[int], params: SamplingParams):
         self._tokenizer = tokenizer
         self._stream = tokenizer.decode_stream(prompt_token_ids, params.skip_special_tokens)
-        self._stop = params.stop
+        self._stop = list(params.stop or [])
         self._include_stop = params.include_stop_str_in_output
         self._max_stop_len = max((len(s) for s in self._stop), default=0)
         self.text = ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmkit.engine.request import Request
@@ -89,7 +90,7 @@ class BlockAllocator:
         self.stats.hit_tokens += len(found) * self.block_size
         return found
 
-    def allocate(self, request: Request, num_new_tokens: int, cached: list[int] = ()) -> bool:
+    def allocate(self, request: Request, num_new_tokens: int, cached: Sequence[int] = ()) -> bool:
         """Give ``request`` room for ``num_new_tokens`` more tokens after its computed ones.
 
         ``cached`` are prefix blocks from :meth:`find_cached` to take first. Returns False

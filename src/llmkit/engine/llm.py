@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from tqdm.auto import tqdm
 
@@ -66,7 +66,10 @@ class LLM:
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
     ) -> list[RequestOutput]:
-        conversations = [messages] if messages and isinstance(messages[0], dict) else list(messages)
+        conversations = cast(
+            "list[Conversation]",
+            [messages] if messages and isinstance(messages[0], dict) else list(messages),
+        )
         prompts = [
             self._processor.render_chat(
                 c,
@@ -129,7 +132,7 @@ class LLM:
         return outputs
 
 
-def _as_list(prompts: Any) -> list:
+def _as_list(prompts: Any) -> list[PromptType]:
     if isinstance(prompts, (str, dict)):
         return [prompts]
     prompts = list(prompts)

@@ -49,6 +49,8 @@ class InputProcessor:
                 text, ids = prompt.get("prompt"), list(prompt["prompt_token_ids"])
             elif "prompt" in prompt:
                 text = prompt["prompt"]
+                if not isinstance(text, str):
+                    raise ValueError(f"'prompt' must be a string, got {type(text).__name__}")
                 ids = self.tokenizer.encode(text, max_length=limit)
             else:
                 raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
@@ -113,7 +115,7 @@ class InputProcessor:
                     f"{self.info.max_logprobs})"
                 )
         for name, ids in (
-            ("stop_token_ids", params.stop_token_ids),
+            ("stop_token_ids", params.stop_token_ids or []),
             ("allowed_token_ids", params.allowed_token_ids or []),
             ("logit_bias", list(params.logit_bias or {})),
         ):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from llmkit.engine.stats import EngineStats
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
@@ -58,15 +58,18 @@ class ModelInfo:
         return self.task == "embed"
 
 
-class OutputStream(Protocol):
+Output_co = TypeVar("Output_co", RequestOutput, EmbeddingRequestOutput, covariant=True)
+
+
+class OutputStream(Protocol[Output_co]):
     """One request's outputs; leaving the ``async for`` early (or ``aclose``) aborts it."""
 
     @property
     def request_id(self) -> str: ...
 
-    def __aiter__(self) -> AsyncIterator[EngineOutput]: ...
+    def __aiter__(self) -> AsyncIterator[Output_co]: ...
 
-    async def __anext__(self) -> EngineOutput: ...
+    async def __anext__(self) -> Output_co: ...
 
     async def aclose(self) -> None: ...
 
@@ -110,7 +113,7 @@ class EngineProtocol(Protocol):
         *,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> OutputStream: ...
+    ) -> OutputStream[RequestOutput]: ...
 
     def encode(
         self,
@@ -119,7 +122,7 @@ class EngineProtocol(Protocol):
         *,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> OutputStream: ...
+    ) -> OutputStream[EmbeddingRequestOutput]: ...
 
     def chat(
         self,
@@ -133,7 +136,7 @@ class EngineProtocol(Protocol):
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
-    ) -> OutputStream: ...
+    ) -> OutputStream[RequestOutput]: ...
 
     async def abort(self, request_id: str) -> None: ...
 

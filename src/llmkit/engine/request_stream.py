@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Generic, TypeVar, cast
 
 import anyio
 
 from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.output_state import RequestState
-from llmkit.engine.protocol import EngineOutput
 from llmkit.errors import EngineDeadError, RequestFailedError
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
+
+Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
 
 
-class RequestStream:
+class RequestStream(Generic[Output]):
     """Async iterator over one request's outputs; leaving it early aborts the request."""
 
     def __init__(
@@ -40,10 +43,10 @@ class RequestStream:
     def request_id(self) -> str:
         return self._state.request_id
 
-    def __aiter__(self) -> RequestStream:
+    def __aiter__(self) -> RequestStream[Output]:
         return self
 
-    async def __anext__(self) -> EngineOutput:
+    async def __anext__(self) -> Output:
         if self._done:
             raise StopAsyncIteration
         try:
@@ -56,7 +59,8 @@ class RequestStream:
                 if output is not None:
                     if output.finished:
                         self._close()
-                    return output
+                    # The state is a pooling one exactly when Output is the embedding type.
+                    return cast(Output, output)
                 if dead is not None:
                     raise EngineDeadError(f"the engine stopped: {dead}") from None
                 self._event = anyio.Event()

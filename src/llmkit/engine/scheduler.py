@@ -13,6 +13,7 @@ over its whole input at once, so it is scheduled whole in one step or not at all
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llmkit.engine.kv_cache import BlockAllocator
@@ -144,7 +145,7 @@ class Scheduler:
             budget -= num_new
         return out
 
-    def _reserve(self, req: Request, num_new: int, cached: list[int] = ()) -> bool:
+    def _reserve(self, req: Request, num_new: int, cached: Sequence[int] = ()) -> bool:
         return self.encoder_only or self.allocator.allocate(req, num_new, cached)
 
     def _peek_waiting(self) -> Request:

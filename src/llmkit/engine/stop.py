@@ -37,7 +37,7 @@ def check_stop(
     stop: Stop | None = None
     if can_stop and not params.ignore_eos and token_id == req.eos_token_id:
         stop = Stop(RequestStatus.FINISHED_STOPPED)
-    elif can_stop and token_id in params.stop_token_ids:
+    elif can_stop and token_id in (params.stop_token_ids or ()):
         stop = Stop(RequestStatus.FINISHED_STOPPED, token_id)
     if stop is None or params.include_stop_str_in_output:
         stop_string = detokenize(can_stop)

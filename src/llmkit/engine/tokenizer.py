@@ -82,12 +82,14 @@ class Tokenizer:
             )
         if add_generation_prompt and continue_final_message:
             raise ValueError("add_generation_prompt and continue_final_message cannot both be true")
-        return self.hf.apply_chat_template(
+        text = self.hf.apply_chat_template(
             conversation,
             chat_template=chat_template,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
-            tools=tools,
+            tools=list(tools) if tools is not None else None,
             tokenize=False,
             **kwargs,
         )
+        assert isinstance(text, str)  # tokenize=False renders one conversation to text
+        return text

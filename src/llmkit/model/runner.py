@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -11,6 +12,9 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.loader import load_model
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +38,9 @@ def resolve_device(config: EngineConfig) -> torch.device:
     return torch.device(config.device)
 
 
-def resolve_dtype(config: EngineConfig, hf_config, device: torch.device) -> torch.dtype:
+def resolve_dtype(
+    config: EngineConfig, hf_config: PretrainedConfig, device: torch.device
+) -> torch.dtype:
     if config.dtype != "auto":
         return _DTYPES[config.dtype]
     if device.type == "cpu":
@@ -45,7 +51,9 @@ def resolve_dtype(config: EngineConfig, hf_config, device: torch.device) -> torc
 
 
 class ModelRunner:
-    def __init__(self, config: EngineConfig, model_path: str, hf_config, max_model_len: int):
+    def __init__(
+        self, config: EngineConfig, model_path: str, hf_config: PretrainedConfig, max_model_len: int
+    ):
         self.config = config
         self.device = resolve_device(config)
         self.dtype = resolve_dtype(config, hf_config, self.device)
@@ -148,4 +156,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.model.compute_logits(hidden).float()
+        compute = getattr(self.model, "compute_logits", None)
+        if compute is None:
+            raise TypeError("an encoder-only model has no logits")
+        return compute(hidden).float()

@@ -22,10 +22,10 @@ from llmkit.protocol.openai import (
 )
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import run_streams, start_prompts
+from llmkit.serving.engine_calls import run_streams, start_generation
 from llmkit.serving.errors import bad_request, from_value_error
 from llmkit.serving.logprobs import chat_logprobs
-from llmkit.serving.params import PARAM_NAMES, build_sampling_params, check_context_length
+from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt
 from llmkit.serving.stream import Emit, StreamSettings
 
@@ -130,7 +130,7 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
         # As in vLLM: echo repeats the assistant message being continued.
         echo_text = conversation[-1].get("content") or None
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
-    streams = start_prompts(ctx, request_id, [prompt], params, req.priority, PARAM_NAMES, renames)
+    streams = start_generation(ctx, request_id, [prompt], params, req.priority, renames)
     return ChatJob(
         request_id=request_id,
         model=model,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from llmkit.engine.protocol import OutputStream
-from llmkit.outputs import CompletionOutput, PositionLogprobs
+from llmkit.outputs import CompletionOutput, PositionLogprobs, RequestOutput
 from llmkit.sampling_params import SamplingParams
 from llmkit.serving.stream import StreamSettings
 
@@ -17,7 +17,7 @@ class GenerationJob:
     request_id: str
     model: str
     params: SamplingParams
-    streams: list[OutputStream]
+    streams: list[OutputStream[RequestOutput]]
     options: StreamSettings
 
     @property

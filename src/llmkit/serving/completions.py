@@ -15,10 +15,10 @@ from llmkit.protocol.openai import (
 )
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import run_streams, start_prompts
+from llmkit.serving.engine_calls import run_streams, start_generation
 from llmkit.serving.errors import bad_request
 from llmkit.serving.logprobs import completion_logprobs
-from llmkit.serving.params import PARAM_NAMES, build_sampling_params, check_context_length
+from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
 from llmkit.serving.stream import Emit, StreamSettings
 
@@ -58,7 +58,7 @@ def prepare_completion(
         renames={},
     )
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)
-    streams = start_prompts(ctx, request_id, prompts, params, req.priority, PARAM_NAMES)
+    streams = start_generation(ctx, request_id, prompts, params, req.priority)
     return CompletionJob(
         request_id=request_id,
         model=model,

@@ -7,7 +7,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmkit.engine.protocol import EngineOutput, OutputStream
+from llmkit.engine.protocol import OutputStream
 from llmkit.outputs import EmbeddingRequestOutput
 from llmkit.protocol.openai import (
     EmbeddingData,
@@ -17,7 +17,7 @@ from llmkit.protocol.openai import (
 )
 from llmkit.sampling_params import PoolingParams
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import run_streams, start_prompts
+from llmkit.serving.engine_calls import run_streams, start_embedding
 from llmkit.serving.errors import bad_request, from_value_error
 from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
 
@@ -31,7 +31,7 @@ class EmbeddingJob:
     request_id: str
     model: str
     prompts: list[EnginePrompt]
-    streams: list[OutputStream]
+    streams: list[OutputStream[EmbeddingRequestOutput]]
     encoding_format: str
 
 
@@ -61,7 +61,7 @@ def prepare_embedding(ctx: ServingContext, req: EmbeddingRequest, request_id: st
                 "context_length_exceeded",
             )
     ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
-    streams = start_prompts(ctx, request_id, prompts, params, req.priority, _POOLING_FIELDS)
+    streams = start_embedding(ctx, request_id, prompts, params, req.priority, _POOLING_FIELDS)
     return EmbeddingJob(request_id, model, prompts, streams, req.encoding_format)
 
 
@@ -69,7 +69,7 @@ async def create_embedding(ctx: ServingContext, job: EmbeddingJob) -> EmbeddingR
     """Embed every input concurrently (the engine batches them); answer in input order."""
     vectors: list[list[float]] = [[] for _ in job.prompts]
 
-    async def handle(i: int, out: EngineOutput) -> None:
+    async def handle(i: int, out: EmbeddingRequestOutput) -> None:
         assert isinstance(out, EmbeddingRequestOutput)
         vectors[i] = out.outputs.embedding
 

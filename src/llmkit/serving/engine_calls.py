@@ -1,58 +1,84 @@
 """Running one API request on the engine: one engine request per prompt, merged and timed.
 
-The engine requests start while the API request is being checked (:func:`start_prompts`),
-so input the engine refuses is a 400 before any response begins; :func:`run_streams`
-then reads them and always leaves them closed, which aborts whatever still runs.
+The engine requests start while the API request is being checked (``start_generation``,
+``start_embedding``), so input the engine refuses is a 400 before any response begins;
+:func:`run_streams` then reads them and always leaves them closed, which aborts whatever
+still runs.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 from anyio.abc import ObjectSendStream
 
-from llmkit.engine.protocol import EngineOutput, OutputStream
+from llmkit.engine.protocol import OutputStream
 from llmkit.errors import LLMKitError
-from llmkit.outputs import EmbeddingRequestOutput
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import from_engine_error, from_value_error
+from llmkit.serving.params import PARAM_NAMES
 from llmkit.serving.prompts import EnginePrompt
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
-OutputHandler = Callable[[int, EngineOutput], Awaitable[None]]
+Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
+Handler = Callable[[int, Output], Awaitable[None]]
 
 
-def start_prompts(
+def start_generation(
     ctx: ServingContext,
     request_id: str,
     prompts: list[EnginePrompt],
-    params: SamplingParams | PoolingParams,
+    params: SamplingParams,
+    priority: int,
+    renames: dict[str, str] | None = None,
+) -> list[OutputStream[RequestOutput]]:
+    """Start one generation request per prompt; see :func:`_start`."""
+
+    def start(prompt: EnginePrompt, rid: str) -> OutputStream[RequestOutput]:
+        return ctx.engine.generate(prompt.as_input(), params, request_id=rid, priority=priority)
+
+    return _start(request_id, prompts, start, PARAM_NAMES, renames)
+
+
+def start_embedding(
+    ctx: ServingContext,
+    request_id: str,
+    prompts: list[EnginePrompt],
+    params: PoolingParams,
     priority: int,
     known: set[str],
+) -> list[OutputStream[EmbeddingRequestOutput]]:
+    """Start one pooling request per prompt; see :func:`_start`."""
+
+    def start(prompt: EnginePrompt, rid: str) -> OutputStream[EmbeddingRequestOutput]:
+        return ctx.engine.encode(prompt.as_input(), params, request_id=rid, priority=priority)
+
+    return _start(request_id, prompts, start, known)
+
+
+def _start(
+    request_id: str,
+    prompts: list[EnginePrompt],
+    start: Callable[[EnginePrompt, str], OutputStream[Output]],
+    known: set[str],
     renames: dict[str, str] | None = None,
-) -> list[OutputStream]:
-    """Start one engine request per prompt (``encode`` for pooling params).
+) -> list[OutputStream[Output]]:
+    """Start one engine request per prompt, all or none.
 
     A ``ValueError`` from the engine becomes a 400 naming the parameter (one of ``known``,
     renamed by ``renames`` to the request's name for it); nothing is left running then.
     """
-    engine = ctx.engine
-    streams: list[OutputStream] = []
+    streams: list[OutputStream[Output]] = []
     try:
         for i, prompt in enumerate(prompts):
-            rid = request_id if len(prompts) == 1 else f"{request_id}-{i}"
-            if isinstance(params, PoolingParams):
-                stream = engine.encode(prompt.as_input(), params, request_id=rid, priority=priority)
-            else:
-                stream = engine.generate(
-                    prompt.as_input(), params, request_id=rid, priority=priority
-                )
-            streams.append(stream)
+            streams.append(start(prompt, request_id if len(prompts) == 1 else f"{request_id}-{i}"))
     except (ValueError, LLMKitError) as exc:
         for stream in streams:
             stream.close()
@@ -63,7 +89,7 @@ def start_prompts(
 
 
 async def run_streams(
-    ctx: ServingContext, streams: list[OutputStream], handle: OutputHandler
+    ctx: ServingContext, streams: list[OutputStream[Output]], handle: Handler[Output]
 ) -> None:
     """Pass each output to ``handle(prompt_index, output)``, timing them for the metrics.
 
@@ -73,7 +99,7 @@ async def run_streams(
     trackers = [ctx.track() for _ in streams]
     reasons: list[set[str | None]] = [set() for _ in streams]
 
-    async def on_output(i: int, out: EngineOutput) -> None:
+    async def on_output(i: int, out: Output) -> None:
         if isinstance(out, EmbeddingRequestOutput):
             # No tokens to time; a pooled request that ends counts as "stop", as in vLLM.
             reasons[i].add("stop")
@@ -97,17 +123,17 @@ async def run_streams(
             await stream.aclose()
 
 
-async def _for_each_output(streams: list[OutputStream], handle: OutputHandler) -> None:
+async def _for_each_output(streams: list[OutputStream[Output]], handle: Handler[Output]) -> None:
     if len(streams) == 1:
         async for out in streams[0]:
             await handle(0, out)
         return
     # No buffer: a producer waits for the handler, so its engine stream keeps coalescing
     # deltas meanwhile rather than queueing them here.
-    send, receive = anyio.create_memory_object_stream[tuple[int, EngineOutput]](0)
+    send, receive = anyio.create_memory_object_stream[tuple[int, Output]](0)
 
     async def pump(
-        i: int, stream: OutputStream, send: ObjectSendStream[tuple[int, EngineOutput]]
+        i: int, stream: OutputStream[Output], send: ObjectSendStream[tuple[int, Output]]
     ) -> None:
         async with send:
             async for out in stream:

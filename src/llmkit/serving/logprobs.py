@@ -114,7 +114,7 @@ def chat_logprobs(
                 for tid, lp in position.items()
                 if lp.rank is not None and lp.rank <= top_logprobs
             ),
-            key=lambda item: item[1].rank,
+            key=lambda item: item[1].rank or 0,
         )
         content.append(
             ChatLogprob(

@@ -143,10 +143,10 @@ class RequestTracker:
 
     def tokens(self, count: int) -> None:
         """``count`` new tokens arrived together (a slow reader sees several at once)."""
-        if self._done or count <= 0:
+        m = self._metrics
+        if m is None or self._done or count <= 0:
             return
         now = time.perf_counter()
-        m = self._metrics
         if self._last is None:
             m.ttft.observe(now - self._start)
             # Tokens that came with the first one came at the same time.
@@ -159,10 +159,10 @@ class RequestTracker:
 
     def finish(self, reasons: set[str | None]) -> None:
         """The request ended; ``"error"`` among the reasons counts it as a failure."""
-        if self._done:
+        m = self._metrics
+        if m is None or self._done:
             return
         self._done = True
-        m = self._metrics
         if "error" in reasons:
             m.failed.inc()
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from llmkit.engine.protocol import TokensPrompt
 from llmkit.protocol.openai import PromptInput
@@ -35,8 +36,7 @@ def tokenize_inputs(
     """
     if isinstance(inputs, list) and not inputs:
         raise bad_request(f"{param} must not be empty", param)
-    single = isinstance(inputs, str) or isinstance(inputs[0], int)
-    items = [inputs] if single else inputs
+    items, single = _split(inputs)
     prompts = []
     for i, item in enumerate(items):
         where = param if single else f"{param}[{i}]"
@@ -51,3 +51,12 @@ def tokenize_inputs(
             raise error from None
         prompts.append(EnginePrompt(prompt.get("prompt"), prompt["prompt_token_ids"]))
     return prompts
+
+
+def _split(inputs: PromptInput) -> tuple[list[str | list[int]], bool]:
+    """The prompts in ``inputs``, and whether it held just one."""
+    if isinstance(inputs, str):
+        return [inputs], True
+    if isinstance(inputs[0], int):
+        return [inputs], True
+    return cast("list[str | list[int]]", list(inputs)), False

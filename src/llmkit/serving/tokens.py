@@ -45,7 +45,7 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
             ids = tokenizer.encode(prompt.text or "")
     else:
         add_special = True if req.add_special_tokens is None else req.add_special_tokens
-        ids = tokenizer.encode(req.prompt, add_special_tokens=add_special)
+        ids = tokenizer.encode(req.prompt or "", add_special_tokens=add_special)
     return TokenizeResponse(
         count=len(ids),
         max_model_len=ctx.engine.model_info.max_model_len,

@@ -12,7 +12,7 @@ lifespan never runs, so the outer app manages the engine (``async with engine``)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -76,15 +76,16 @@ def create_app(
         names = [served_model_name]
     else:
         names = list(served_model_name or []) or [engine.model_info.name]
+    metrics = ServerMetrics(engine)
     ctx = ServingContext(
         engine=engine,
         model_names=names,
         chat_template=chat_template,
         log_prompts=log_prompts,
         max_log_len=max_log_len,
-        metrics=ServerMetrics(engine),
+        metrics=metrics,
     )
-    api = _Routes(ctx)
+    api = _Routes(ctx, metrics)
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -127,7 +128,9 @@ def create_app(
     return app
 
 
-def _engine_lifespan(engine: EngineProtocol):
+def _engine_lifespan(
+    engine: EngineProtocol,
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with engine:
@@ -139,10 +142,11 @@ def _engine_lifespan(engine: EngineProtocol):
 class _Routes:
     """The endpoints: parse, hand to serving/, answer. One serving call per endpoint."""
 
-    def __init__(self, ctx: ServingContext):
+    def __init__(self, ctx: ServingContext, metrics: ServerMetrics):
         self.ctx = ctx
+        self._metrics = metrics
 
-    async def completions(self, request: Request) -> Response:
+    async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
         job = completions.prepare_completion(self.ctx, req, f"cmpl-{request_id(request.scope)}")
         if job.stream:
@@ -154,7 +158,7 @@ class _Routes:
         )
         return _json(result)
 
-    async def chat_completions(self, request: Request) -> Response:
+    async def chat_completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, ChatCompletionRequest)
         job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}")
         if job.stream:
@@ -189,7 +193,7 @@ class _Routes:
         return _json(VersionResponse(version=llmkit.__version__))
 
     async def metrics(self, request: Request) -> Response:
-        body, content_type = self.ctx.metrics.render()
+        body, content_type = self._metrics.render()
         return Response(body, headers={"content-type": content_type})
 
 

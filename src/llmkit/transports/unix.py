@@ -23,6 +23,7 @@ import stat
 import struct
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
@@ -206,7 +207,7 @@ class _Outbox:
 
 
 class _Request:
-    def __init__(self, stream: OutputStream):
+    def __init__(self, stream: OutputStream[Any]):
         self.stream = stream
         self.scope = anyio.CancelScope()
 
@@ -315,6 +316,7 @@ class _Connection:
                 rid,
             )
         engine, params, engine_id = self._engine, message.params, self._tag + rid
+        stream: OutputStream[Any]
         try:
             if isinstance(params, SamplingParams):
                 stream = engine.generate(

@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
@@ -28,7 +28,6 @@ from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import (
     Conversation,
-    EngineOutput,
     ModelInfo,
     PromptType,
     TokensPrompt,
@@ -36,6 +35,7 @@ from llmkit.engine.protocol import (
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError
+from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.protocol.stream import (
     PROTOCOL_VERSION,
     abort_request,
@@ -62,6 +62,8 @@ from llmkit.transports.output_assembly import OutputAssembler, wire_params
 
 logger = logging.getLogger(__name__)
 
+Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
+
 HANDSHAKE_TIMEOUT_S = 30.0
 _CLOSE_TIMEOUT_S = 5.0
 _CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
@@ -82,7 +84,7 @@ class _Request:
             self.event.set()
 
 
-class ClientStream:
+class ClientStream(Generic[Output]):
     """One request's outputs; leaving the ``async for`` early (or ``close``) aborts it."""
 
     def __init__(self, client: EngineClient, request: _Request):
@@ -94,10 +96,10 @@ class ClientStream:
     def request_id(self) -> str:
         return self._request.request_id
 
-    def __aiter__(self) -> ClientStream:
+    def __aiter__(self) -> ClientStream[Output]:
         return self
 
-    async def __anext__(self) -> EngineOutput:
+    async def __anext__(self) -> Output:
         if self._done:
             raise StopAsyncIteration
         request = self._request
@@ -109,7 +111,7 @@ class ClientStream:
                 if output is not None:
                     if output.finished:
                         self._close()
-                    return output
+                    return cast(Output, output)
                 if self._client._dead is not None:
                     raise EngineDeadError(self._client._dead)
                 request.event = anyio.Event()
@@ -261,7 +263,7 @@ class EngineClient:
         *,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> ClientStream:
+    ) -> ClientStream[RequestOutput]:
         """Start a request; invalid input raises ``ValueError`` here, before anything is sent."""
         return self._start(
             "generate", prompt, sampling_params or SamplingParams(), request_id, priority
@@ -274,7 +276,7 @@ class EngineClient:
         *,
         request_id: str | None = None,
         priority: int = 0,
-    ) -> ClientStream:
+    ) -> ClientStream[EmbeddingRequestOutput]:
         """Start a pooling (embedding) request; its stream yields one output."""
         return self._start(
             "encode", prompt, pooling_params or PoolingParams(), request_id, priority
@@ -292,7 +294,7 @@ class EngineClient:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
-    ) -> ClientStream:
+    ) -> ClientStream[RequestOutput]:
         """Like :meth:`generate`, on a conversation rendered here through the chat template."""
         prompt = self.render_chat(
             messages,
@@ -317,7 +319,7 @@ class EngineClient:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
-    ) -> ClientStream:
+    ) -> ClientStream[Any]:
         if self._dead is not None:
             raise EngineDeadError(f"the engine is not reachable: {self._dead}")
         tokens = self._connected().prepare(prompt, params)
@@ -334,7 +336,8 @@ class EngineClient:
         request = self._requests[wire_id] = _Request(request_id, wire_id, params)
         self._wire_ids[request_id] = wire_id
         self._send(frame)
-        return ClientStream(self, request)
+        stream: ClientStream[Any] = ClientStream(self, request)
+        return stream
 
     def _connected(self) -> InputProcessor:
         if self._processor is None:
