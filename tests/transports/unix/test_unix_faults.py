@@ -1,4 +1,4 @@
-"""Bad frames and bad messages over a real socket: each gets its answer, the engine serves on."""
+"""The protocol spoken by hand over a real socket; bad input gets its answer, the rest goes on."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import os
 import socket
 import stat
 
+import anyio
 import pytest
 from unix_helpers import settled
 
 from llmkit.protocol.stream import PROTOCOL_VERSION
 from llmkit.protocol.stream_data import params_to_wire
-from llmkit.sampling_params import SamplingParams
+from llmkit.sampling_params import RequestOutputKind, SamplingParams
 from llmkit.transports.unix import serve_unix
 
 pytestmark = pytest.mark.anyio
@@ -184,6 +185,36 @@ async def test_handshake_must_come_first_and_match_the_version(raw):
     error = await conn.receive()
     assert error["error"]["code"] == "unsupported_version" and error["error"]["param"] == "version"
     assert await conn.closed_by_peer()
+
+
+async def test_a_reader_that_stalls_gets_coalesced_outputs_not_a_queue(raw, engine):
+    # Top-20 logprobs make each token's output ~0.6 kB, so two 500-token requests outrun
+    # the socket's buffer: the server must stop reading the engine and let it coalesce.
+    params = params_to_wire(
+        SamplingParams(
+            temperature=0,
+            max_tokens=500,
+            ignore_eos=True,
+            logprobs=20,
+            output_kind=RequestOutputKind.DELTA,
+        )
+    )
+    conn = await raw()
+    before = engine.stats().generated_tokens
+    for rid in ("a", "b"):
+        await conn.send(generate(rid, "Hi", params))
+    with anyio.fail_after(60):  # not reading until both have finished in the engine
+        while engine.stats().generated_tokens < before + 1000 or engine.stats().num_running:
+            await anyio.sleep(0.05)
+    tokens = {"a": 0, "b": 0}
+    messages = finals = 0
+    while finals < 2:
+        message = await conn.receive()
+        messages += 1
+        tokens[message["id"]] += len(message["output"]["outputs"][0]["token_ids"])
+        finals += message["type"] == "final"
+    assert tokens == {"a": 500, "b": 500}
+    assert messages < 1000  # some outputs carry several tokens
 
 
 async def test_a_client_that_disconnects_aborts_all_its_requests(raw, engine):
