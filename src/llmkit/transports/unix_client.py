@@ -322,7 +322,10 @@ class EngineClient:
     ) -> ClientStream[Any]:
         if self._dead is not None:
             raise EngineDeadError(f"the engine is not reachable: {self._dead}")
-        tokens = self._connected().prepare(prompt, params)
+        processor = self._connected()
+        if not self._healthy:
+            raise EngineDeadError(f"the engine at {self.path} reports that it is not running")
+        tokens = processor.prepare(prompt, params)
         request_id = request_id or new_request_id()
         if request_id in self._wire_ids:
             raise ValueError(f"request id {request_id!r} is already in use")

