@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,7 +38,8 @@ async def stamp(request: Request, call_next: Callable[[Request], Awaitable[Respo
 PARTS_TEMPLATE = (
     "{%- for m in messages -%}{{ m['role'] }}:"
     "{%- if m['content'] is string %} S[{{ m['content'] }}]"
-    "{%- else %}{% for part in m['content'] %} P[{{ part['text'] }}]{% endfor %}{% endif %}{{ '\\n' }}"
+    "{%- else %}{% for part in m['content'] %} P[{{ part['text'] }}]{% endfor %}{% endif %}"
+    "{{ '\\n' }}"
     "{% endfor -%}{%- if add_generation_prompt %}assistant:{% endif -%}"
 )
 # The same, reading content without looping over it.
