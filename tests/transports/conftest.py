@@ -8,12 +8,14 @@ another. The other modules run against the first only, to keep the suite's time 
 from __future__ import annotations
 
 import socket
+import ssl
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -37,13 +39,18 @@ def llmkit_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "llmkit.cli"]
 
 
-def wait_healthy(proc: subprocess.Popen, url: str, timeout: float = 90.0) -> None:
+def wait_healthy(
+    proc: subprocess.Popen,
+    url: str,
+    timeout: float = 90.0,
+    verify: ssl.SSLContext | bool = True,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited early with {proc.returncode}")
         try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
+            if httpx.get(url, timeout=1.0, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -77,15 +84,24 @@ class Server:
 
 
 def spawn(
-    command: Callable[[int], list[str]], log: Path, health_path: str = "/health"
+    command: Callable[[int], list[str]],
+    log: Path,
+    health_path: str = "/health",
+    *,
+    env: dict[str, str] | None = None,
+    scheme: str = "http",
+    verify: ssl.SSLContext | bool = True,
 ) -> tuple[subprocess.Popen, str]:
-    """Start ``command(port)`` on a free port; returns the process and its URL once healthy."""
+    """Start ``command(port)`` on a free port; returns the process and its URL once healthy.
+
+    ``env``: the process's environment; ``scheme`` and ``verify``: how to reach it.
+    """
     port = free_port()
     with log.open("w") as out:
-        proc = subprocess.Popen(command(port), stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen(command(port), stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"{scheme}://127.0.0.1:{port}"
     try:
-        wait_healthy(proc, url + health_path)
+        wait_healthy(proc, url + health_path, verify=verify)
     except BaseException:
         stop(proc)
         print(log.read_text())
@@ -93,9 +109,11 @@ def spawn(
     return proc, url
 
 
-def serve(model: str, log: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """`llmkit serve MODEL` on a free port."""
-    return spawn(lambda port: [*llmkit_command(), "serve", model, "--port", str(port), *flags], log)
+def serve(model: str, log: Path, *flags: str, **how: Any) -> tuple[subprocess.Popen, str]:
+    """`llmkit serve MODEL` on a free port; ``how``: spawn's keyword arguments."""
+    return spawn(
+        lambda port: [*llmkit_command(), "serve", model, "--port", str(port), *flags], log, **how
+    )
 
 
 def start_engine(
@@ -210,6 +228,25 @@ def embedding_server(tmp_path_factory) -> Iterator[Server]:
     )
     yield Server(url, proc, log)
     stop(proc)
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory) -> Iterator[Callable[..., Server]]:
+    """``module_server(model, *flags, **how)``: a `llmkit serve` for one module, stopped after.
+
+    ``how``: spawn's keyword arguments (``env``, ``scheme``, ``verify``).
+    """
+    procs: list[subprocess.Popen] = []
+
+    def start(model: str, *flags: str, **how: Any) -> Server:
+        log = tmp_path_factory.mktemp("module-server") / "serve.log"
+        proc, url = serve(model, log, *flags, **how)
+        procs.append(proc)
+        return Server(url, proc, log)
+
+    yield start
+    for proc in procs:
+        stop(proc)
 
 
 @pytest.fixture(scope="session")

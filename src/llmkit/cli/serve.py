@@ -6,11 +6,13 @@ import argparse
 import os
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
+from llmkit.cli.serve_flags import add_server_flags
+from llmkit.cli.serve_setup import apply_log_config, load_middleware, serving_options, tls_settings
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
@@ -65,6 +67,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         choices=["debug", "info", "warning", "error"],
         help="the server's log level (default: info)",
     )
+    add_server_flags(serve)
     add_engine_flags(serve)
     serve.set_defaults(handler=serve_command)
 
@@ -73,6 +76,12 @@ def serve_command(args: argparse.Namespace) -> int:
     from llmkit.transports.http import create_app
 
     keys = args.api_key or ([os.environ[API_KEY_ENV]] if os.environ.get(API_KEY_ENV) else None)
+    # Every flag is checked before the model loads, so a typo costs no loading time.
+    if args.log_config_file:
+        apply_log_config(args.log_config_file)
+    tls = tls_settings(args)
+    middleware = load_middleware(args.middleware)
+    options = serving_options(args)
     engine, name = _served_engine(args)
     app = create_app(
         engine,
@@ -87,19 +96,30 @@ def serve_command(args: argparse.Namespace) -> int:
         max_log_len=args.max_log_len,
         metrics_require_api_key=args.metrics_require_api_key,
         owns_engine=True,
+        options=options,
+        middleware=middleware,
+        enable_server_load_tracking=args.enable_server_load_tracking,
+        access_log=not args.disable_uvicorn_access_log,
     )
-    config = uvicorn.Config(
+    log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
+    log_level = args.uvicorn_log_level or args.log_level
+    if args.log_config_file:
+        # Applied before the model loaded; uvicorn's default config would replace it.
+        log_config, log_level = None, args.uvicorn_log_level
+    server_config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         uds=args.uds,
         root_path=args.root_path,
-        log_level=args.log_level,
         access_log=False,  # the app logs each request with its id
         timeout_graceful_shutdown=args.shutdown_timeout,
         lifespan="on",
+        log_config=log_config,
+        log_level=log_level,
+        **tls,
     )
-    _DrainingServer(config, app.state.serving).run()
+    _DrainingServer(server_config, app.state.serving).run()
     return 0
 
 

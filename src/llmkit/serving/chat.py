@@ -14,22 +14,21 @@ from llmkit.protocol.openai import (
     ChatCompletionChunk,
     ChatCompletionRequest,
     ChatCompletionResponse,
-    ChatMessage,
     ChatResponseMessage,
     ChatStreamChoice,
     DeltaMessage,
-    UsageInfo,
 )
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
+from llmkit.serving.conversation import content_format, message_text, to_conversation
 from llmkit.serving.engine_calls import run_streams, start_generation
 from llmkit.serving.errors import bad_request, from_value_error
 from llmkit.serving.logprobs import chat_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt
 from llmkit.serving.stream import Emit, StreamSettings
+from llmkit.serving.usage import UsageCounter
 
-_TEXT_PARTS = ("text", "input_text")
 _TEMPLATE_FLAGS = {"add_generation_prompt", "continue_final_message", "chat_template"}
 
 
@@ -41,26 +40,6 @@ class ChatJob(GenerationJob):
     logprobs: bool
     top_logprobs: int
     echo_text: str | None
-
-
-def to_conversation(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Messages as chat templates expect them; text parts join into one string, as in vLLM."""
-    conversation = []
-    for i, message in enumerate(messages):
-        entry = message.model_dump(exclude_none=True)
-        if isinstance(message.content, list):
-            texts = []
-            for part in message.content:
-                if part.type not in _TEXT_PARTS or part.text is None:
-                    raise bad_request(
-                        f"messages.{i}.content: content parts of type {part.type!r} are not "
-                        "supported (only text)",
-                        "messages",
-                    )
-                texts.append(part.text)
-            entry["content"] = "\n".join(texts)
-        conversation.append(entry)
-    return conversation
 
 
 def render_messages(
@@ -98,14 +77,14 @@ def render_messages(
 def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: str) -> ChatJob:
     """Check everything, render the prompt and start; raises OpenAIError before any response."""
     model = ctx.admit(req, request_id, "generate")
-    options = StreamSettings.of(req)
+    options = StreamSettings.of(req, ctx.options.force_include_usage)
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs can only be set when logprobs is true", "top_logprobs")
     top_logprobs = req.top_logprobs or 0
     max_tokens, max_name = req.max_tokens, "max_tokens"
     if req.max_completion_tokens is not None:
         max_tokens, max_name = req.max_completion_tokens, "max_completion_tokens"
-    conversation = to_conversation(req.messages)
+    conversation = to_conversation(req.messages, content_format(ctx, req.chat_template))
     prompt = render_messages(
         ctx,
         conversation,
@@ -128,7 +107,7 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":
         # As in vLLM: echo repeats the assistant message being continued.
-        echo_text = conversation[-1].get("content") or None
+        echo_text = message_text(req.messages[-1]) or None
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
     streams = start_generation(ctx, request_id, [prompt], params, req.priority, renames)
     return ChatJob(
@@ -147,9 +126,12 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
 async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionResponse:
     """Run to the end and answer with one response."""
     choices = [JoinedChoice() for _ in range(job.params.n)]
+    usage = UsageCounter(len(job.prompt.token_ids), ctx.options.prompt_tokens_details)
 
     async def handle(_: int, out: RequestOutput) -> None:
+        usage.note_cached(0, out)
         for o in out.outputs:
+            usage.completion_tokens += len(o.token_ids)
             choices[o.index].add(o)
 
     await run_streams(ctx, job.streams, handle)
@@ -160,37 +142,34 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
         if job.logprobs:
             logprobs = ChatChoiceLogprobs(
                 content=chat_logprobs(
-                    tokenizer, choice.token_ids, choice.logprobs, job.top_logprobs
+                    tokenizer,
+                    choice.token_ids,
+                    choice.logprobs,
+                    job.top_logprobs,
+                    ctx.options.return_tokens_as_token_ids,
                 )
             )
         result.append(
             ChatChoice(
                 index=index,
-                message=ChatResponseMessage(content=(job.echo_text or "") + choice.text),
+                message=ChatResponseMessage(
+                    role=ctx.options.response_role, content=(job.echo_text or "") + choice.text
+                ),
                 logprobs=logprobs,
                 finish_reason=choice.finish_reason,
                 stop_reason=choice.stop_reason,
             )
         )
-    prompt_tokens = len(job.prompt.token_ids)
-    completion_tokens = sum(len(c.token_ids) for c in choices)
     return ChatCompletionResponse(
-        id=job.request_id,
-        model=job.model,
-        choices=result,
-        usage=UsageInfo.of(prompt_tokens, completion_tokens),
+        id=job.request_id, model=job.model, choices=result, usage=usage.info()
     )
 
 
 async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
     """Run, emitting each choice's role first, then its content deltas, then its finish."""
     tokenizer = ctx.engine.tokenizer
-    prompt_tokens = len(job.prompt.token_ids)
-    completion_tokens = 0
+    usage = UsageCounter(len(job.prompt.token_ids), ctx.options.prompt_tokens_details)
     started = False
-
-    def usage() -> UsageInfo:
-        return UsageInfo.of(prompt_tokens, completion_tokens)
 
     async def send(choice: ChatStreamChoice) -> None:
         await emit(
@@ -198,29 +177,36 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
                 id=job.request_id,
                 model=job.model,
                 choices=[choice],
-                **job.options.chunk_usage(usage),
+                **job.options.chunk_usage(usage.info),
             )
         )
 
     async def handle(_: int, out: RequestOutput) -> None:
-        nonlocal completion_tokens, started
+        nonlocal started
+        usage.note_cached(0, out)
         if not started:
             started = True
             for index in range(job.params.n):
                 await send(
-                    ChatStreamChoice(index=index, delta=DeltaMessage(role="assistant", content=""))
+                    ChatStreamChoice(
+                        index=index, delta=DeltaMessage(role=ctx.options.response_role, content="")
+                    )
                 )
                 if job.echo_text:
                     await send(
                         ChatStreamChoice(index=index, delta=DeltaMessage(content=job.echo_text))
                     )
         for o in out.outputs:
-            completion_tokens += len(o.token_ids)
+            usage.completion_tokens += len(o.token_ids)
             logprobs = None
             if job.logprobs and o.token_ids:
                 logprobs = ChatChoiceLogprobs(
                     content=chat_logprobs(
-                        tokenizer, o.token_ids, o.logprobs or [], job.top_logprobs
+                        tokenizer,
+                        o.token_ids,
+                        o.logprobs or [],
+                        job.top_logprobs,
+                        ctx.options.return_tokens_as_token_ids,
                     )
                 )
             if not o.text and o.finish_reason is None and logprobs is None:
@@ -238,5 +224,5 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
     await run_streams(ctx, job.streams, handle)
     if job.options.include_usage:
         await emit(
-            ChatCompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage())
+            ChatCompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage.info())
         )

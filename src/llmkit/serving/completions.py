@@ -11,7 +11,6 @@ from llmkit.protocol.openai import (
     CompletionLogprobs,
     CompletionRequest,
     CompletionResponse,
-    UsageInfo,
 )
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
@@ -21,6 +20,7 @@ from llmkit.serving.logprobs import completion_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
 from llmkit.serving.stream import Emit, StreamSettings
+from llmkit.serving.usage import UsageCounter
 
 
 @dataclass
@@ -37,7 +37,7 @@ def prepare_completion(
 ) -> CompletionJob:
     """Check everything, tokenize and start; raises OpenAIError before any response begins."""
     model = ctx.admit(req, request_id, "generate")
-    options = StreamSettings.of(req)
+    options = StreamSettings.of(req, ctx.options.force_include_usage)
     if req.suffix:
         raise bad_request("suffix is not supported", "suffix")
     if req.best_of is not None and req.best_of != req.n:
@@ -71,6 +71,11 @@ def prepare_completion(
     )
 
 
+def _usage(ctx: ServingContext, job: CompletionJob) -> UsageCounter:
+    prompt_tokens = sum(len(p.token_ids) for p in job.prompts)
+    return UsageCounter(prompt_tokens, ctx.options.prompt_tokens_details)
+
+
 def _prompt_text(ctx: ServingContext, prompt: EnginePrompt) -> str:
     if prompt.text is not None:
         return prompt.text
@@ -82,15 +87,19 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
     n = job.params.n
     choices = [JoinedChoice(i // n) for i in range(len(job.prompts) * n)]
     prompt_logprobs: list[list[PositionLogprobs | None] | None] = [None] * len(job.prompts)
+    usage = _usage(ctx, job)
 
     async def handle(i: int, out: RequestOutput) -> None:
+        usage.note_cached(i, out)
         if out.prompt_logprobs is not None:
             prompt_logprobs[i] = out.prompt_logprobs
         for o in out.outputs:
+            usage.completion_tokens += len(o.token_ids)
             choices[i * n + o.index].add(o)
 
     await run_streams(ctx, job.streams, handle)
     tokenizer = ctx.engine.tokenizer
+    as_ids = ctx.options.return_tokens_as_token_ids
     result = []
     for index, choice in enumerate(choices):
         prompt = job.prompts[choice.prompt_index]
@@ -100,8 +109,12 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
             logprobs, offset = CompletionLogprobs(), 0
             if job.echo:
                 positions = prompt_logprobs[choice.prompt_index] or [None] * len(prompt.token_ids)
-                _, offset = completion_logprobs(tokenizer, prompt.token_ids, positions, 0, logprobs)
-            completion_logprobs(tokenizer, choice.token_ids, choice.logprobs, offset, logprobs)
+                _, offset = completion_logprobs(
+                    tokenizer, prompt.token_ids, positions, 0, logprobs, as_ids
+                )
+            completion_logprobs(
+                tokenizer, choice.token_ids, choice.logprobs, offset, logprobs, as_ids
+            )
         if job.echo:
             text = _prompt_text(ctx, prompt) + text
         result.append(
@@ -113,13 +126,8 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
                 stop_reason=choice.stop_reason,
             )
         )
-    prompt_tokens = sum(len(p.token_ids) for p in job.prompts)
-    completion_tokens = sum(len(c.token_ids) for c in choices)
     return CompletionResponse(
-        id=job.request_id,
-        model=job.model,
-        choices=result,
-        usage=UsageInfo.of(prompt_tokens, completion_tokens),
+        id=job.request_id, model=job.model, choices=result, usage=usage.info()
     )
 
 
@@ -130,19 +138,16 @@ async def stream_completion(ctx: ServingContext, job: CompletionJob, emit: Emit)
     offsets = [0] * (len(job.prompts) * n)
     started = [False] * (len(job.prompts) * n)
     prompt_logprobs: list[list[PositionLogprobs | None] | None] = [None] * len(job.prompts)
-    prompt_tokens = sum(len(p.token_ids) for p in job.prompts)
-    completion_tokens = 0
-
-    def usage() -> UsageInfo:
-        return UsageInfo.of(prompt_tokens, completion_tokens)
+    usage = _usage(ctx, job)
+    as_ids = ctx.options.return_tokens_as_token_ids
 
     async def handle(i: int, out: RequestOutput) -> None:
-        nonlocal completion_tokens
+        usage.note_cached(i, out)
         if out.prompt_logprobs is not None:
             prompt_logprobs[i] = out.prompt_logprobs
         for o in out.outputs:
             index = i * n + o.index
-            completion_tokens += len(o.token_ids)
+            usage.completion_tokens += len(o.token_ids)
             text = o.text
             logprobs = CompletionLogprobs() if job.logprobs is not None else None
             if job.echo and not started[index]:
@@ -151,12 +156,12 @@ async def stream_completion(ctx: ServingContext, job: CompletionJob, emit: Emit)
                 if logprobs is not None:
                     positions = prompt_logprobs[i] or [None] * len(prompt.token_ids)
                     _, offsets[index] = completion_logprobs(
-                        tokenizer, prompt.token_ids, positions, offsets[index], logprobs
+                        tokenizer, prompt.token_ids, positions, offsets[index], logprobs, as_ids
                     )
             started[index] = True
             if logprobs is not None:
                 _, offsets[index] = completion_logprobs(
-                    tokenizer, o.token_ids, o.logprobs or [], offsets[index], logprobs
+                    tokenizer, o.token_ids, o.logprobs or [], offsets[index], logprobs, as_ids
                 )
             if not text and o.finish_reason is None and not (logprobs and logprobs.tokens):
                 continue
@@ -172,10 +177,12 @@ async def stream_completion(ctx: ServingContext, job: CompletionJob, emit: Emit)
                     id=job.request_id,
                     model=job.model,
                     choices=[choice],
-                    **job.options.chunk_usage(usage),
+                    **job.options.chunk_usage(usage.info),
                 )
             )
 
     await run_streams(ctx, job.streams, handle)
     if job.options.include_usage:
-        await emit(CompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage()))
+        await emit(
+            CompletionChunk(id=job.request_id, model=job.model, choices=[], usage=usage.info())
+        )

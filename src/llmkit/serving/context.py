@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from llmkit.serving.errors import OpenAIError, bad_request
 from llmkit.serving.metrics import RequestTracker, ServerMetrics
+from llmkit.serving.options import ServingOptions
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
@@ -25,6 +26,7 @@ class ServingContext:
     log_prompts: bool = False
     max_log_len: int | None = None
     metrics: ServerMetrics | None = None
+    options: ServingOptions = field(default_factory=ServingOptions)
     # Set when the server is shutting down: new work is refused, in-flight work finishes.
     draining: bool = False
 

@@ -66,24 +66,32 @@ def token_repr(tokenizer: Tokenizer, token_id: int) -> tuple[str, bytes]:
         return "bytes:" + "".join(f"\\x{b:02x}" for b in raw), raw
 
 
+def _label(tokenizer: Tokenizer, token_id: int, as_ids: bool) -> str:
+    """How a logprob names a token: its text, or ``token_id:N`` (vLLM's
+    ``--return-tokens-as-token-ids``, for tokens whose text alone is ambiguous)."""
+    return f"token_id:{token_id}" if as_ids else token_repr(tokenizer, token_id)[0]
+
+
 def completion_logprobs(
     tokenizer: Tokenizer,
     token_ids: Sequence[int],
     positions: Sequence[PositionLogprobs | None],
     text_offset: int,
     into: CompletionLogprobs | None = None,
+    as_ids: bool = False,
 ) -> tuple[CompletionLogprobs, int]:
     """Completions' logprobs for these tokens, with text offsets counted from ``text_offset``.
 
     ``top_logprobs`` holds the chosen token and the top ``k`` (so ``k`` or ``k + 1``
     entries, as in vLLM); a position without logprobs (a prompt's first token) is None.
+    ``as_ids`` names tokens ``token_id:N``; offsets still count the text.
     Returns the logprobs and the offset after the last token, for the next chunk.
     """
     out = into if into is not None else CompletionLogprobs()
     for token_id, position in zip(token_ids, positions):
         entry = position.get(token_id) if position is not None else None
         text = token_repr(tokenizer, token_id)[0]
-        out.tokens.append(text)
+        out.tokens.append(_label(tokenizer, token_id, as_ids))
         out.text_offset.append(text_offset)
         text_offset += len(text)
         if position is None:
@@ -92,7 +100,7 @@ def completion_logprobs(
             continue
         out.token_logprobs.append(_finite(entry.logprob) if entry is not None else None)
         out.top_logprobs.append(
-            {token_repr(tokenizer, tid)[0]: _finite(lp.logprob) for tid, lp in position.items()}
+            {_label(tokenizer, tid, as_ids): _finite(lp.logprob) for tid, lp in position.items()}
         )
     return out, text_offset
 
@@ -102,12 +110,16 @@ def chat_logprobs(
     token_ids: Sequence[int],
     positions: Sequence[PositionLogprobs],
     top_logprobs: int,
+    as_ids: bool = False,
 ) -> list[ChatLogprob]:
-    """Chat's ``logprobs.content``: each token with its bytes and the ``top_logprobs`` best."""
+    """Chat's ``logprobs.content``: each token with its bytes and the ``top_logprobs`` best.
+
+    ``as_ids`` names tokens ``token_id:N``; ``bytes`` stay the token's own.
+    """
     content = []
     for token_id, position in zip(token_ids, positions):
         entry = position.get(token_id)
-        text, raw = token_repr(tokenizer, token_id)
+        raw = token_repr(tokenizer, token_id)[1]
         ranked = sorted(
             (
                 (tid, lp)
@@ -118,15 +130,20 @@ def chat_logprobs(
         )
         content.append(
             ChatLogprob(
-                token=text,
+                token=_label(tokenizer, token_id, as_ids),
                 logprob=_finite(entry.logprob) if entry is not None else _FLOOR,
                 bytes=list(raw),
-                top_logprobs=[_top(tokenizer, tid, lp) for tid, lp in ranked[:top_logprobs]],
+                top_logprobs=[
+                    _top(tokenizer, tid, lp, as_ids) for tid, lp in ranked[:top_logprobs]
+                ],
             )
         )
     return content
 
 
-def _top(tokenizer: Tokenizer, token_id: int, entry: Logprob) -> ChatTopLogprob:
-    text, raw = token_repr(tokenizer, token_id)
-    return ChatTopLogprob(token=text, logprob=_finite(entry.logprob), bytes=list(raw))
+def _top(tokenizer: Tokenizer, token_id: int, entry: Logprob, as_ids: bool) -> ChatTopLogprob:
+    return ChatTopLogprob(
+        token=_label(tokenizer, token_id, as_ids),
+        logprob=_finite(entry.logprob),
+        bytes=list(token_repr(tokenizer, token_id)[1]),
+    )

@@ -24,13 +24,14 @@ class StreamSettings:
     continuous_usage: bool = False
 
     @classmethod
-    def of(cls, req: SamplingFields) -> StreamSettings:
+    def of(cls, req: SamplingFields, force_usage: bool = False) -> StreamSettings:
+        """``force_usage``: a stream ends with usage even when the request did not ask."""
         options = req.stream_options
         if options is not None and not req.stream:
             raise bad_request(
                 "stream_options can only be set when stream is true", "stream_options"
             )
-        include = bool(options and options.include_usage)
+        include = bool(options and options.include_usage) or (force_usage and req.stream)
         return cls(
             req.stream, include, bool(include and options and options.continuous_usage_stats)
         )

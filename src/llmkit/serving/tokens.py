@@ -10,8 +10,9 @@ from llmkit.protocol.openai import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from llmkit.serving.chat import render_messages, to_conversation
+from llmkit.serving.chat import render_messages
 from llmkit.serving.context import ServingContext
+from llmkit.serving.conversation import content_format, to_conversation
 from llmkit.serving.errors import bad_request
 
 
@@ -34,7 +35,7 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
     if req.messages is not None:
         prompt = render_messages(
             ctx,
-            to_conversation(req.messages),
+            to_conversation(req.messages, content_format(ctx, req.chat_template)),
             req.chat_template,
             req.chat_template_kwargs,
             req.add_generation_prompt,

@@ -12,16 +12,18 @@ lifespan never runs, so the outer app manages the engine (``async with engine``)
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import llmkit
@@ -38,7 +40,14 @@ from llmkit.serving import chat, completions, embeddings, tokens
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.serving.metrics import ServerMetrics
-from llmkit.transports.http_middleware import ApiKeyMiddleware, RequestContextMiddleware, request_id
+from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_middleware import (
+    ApiKeyMiddleware,
+    LoadTrackingMiddleware,
+    RequestContextMiddleware,
+    ServerLoad,
+    request_id,
+)
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
 
 M = TypeVar("M", bound=BaseModel)
@@ -62,14 +71,24 @@ def create_app(
     max_log_len: int | None = None,
     metrics_require_api_key: bool = False,
     owns_engine: bool = False,
+    options: ServingOptions | None = None,
+    middleware: Sequence[Middleware | Callable[..., Any]] = (),
+    enable_server_load_tracking: bool = False,
+    access_log: bool = True,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
     ``served_model_name``: the name(s) clients use (default: the engine's model);
     ``api_key``: one key or several, required on every route but /health (and /metrics
-    unless ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
+    and /load unless ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
     ``log_prompts`` puts prompts (cut to ``max_log_len`` characters) in the request log;
-    ``owns_engine`` starts the engine with the app's lifespan and shuts it down after.
+    ``owns_engine`` starts the engine with the app's lifespan and shuts it down after;
+    ``options`` shape the answers (see ServingOptions); ``middleware``: Starlette
+    ``Middleware`` objects, ASGI middleware classes or factories (called with the app), or
+    ``async def dispatch(request, call_next)`` functions, wrapped around everything in
+    the order given, as ``app.add_middleware`` calls would (the last one is outermost);
+    ``enable_server_load_tracking`` makes ``GET /load`` count POST requests in flight
+    (else it reports 0); ``access_log=False`` drops the per-request log line.
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
     """
     if isinstance(served_model_name, str):
@@ -84,8 +103,10 @@ def create_app(
         log_prompts=log_prompts,
         max_log_len=max_log_len,
         metrics=metrics,
+        options=options or ServingOptions(),
     )
-    api = _Routes(ctx, metrics)
+    load = ServerLoad()
+    api = _Routes(ctx, metrics, load)
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -96,10 +117,11 @@ def create_app(
         Route("/health", api.health, methods=["GET"]),
         Route("/version", api.version, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
+        Route("/load", api.load, methods=["GET"]),
     ]
-    middleware = []
+    stack = [_as_middleware(item) for item in reversed(middleware)]
     if allowed_origins:
-        middleware.append(
+        stack.append(
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(allowed_origins),
@@ -109,14 +131,17 @@ def create_app(
                 expose_headers=["x-request-id"],
             )
         )
-    middleware.append(Middleware(RequestContextMiddleware))
+    stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
     keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
     if keys:
-        open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics"}
-        middleware.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
+        # Load balancers probe /load as they probe /metrics: without a key unless told.
+        open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics", "/load"}
+        stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
+    if enable_server_load_tracking:
+        stack.append(Middleware(LoadTrackingMiddleware, load=load))
     app = Starlette(
         routes=routes,
-        middleware=middleware,
+        middleware=stack,
         exception_handlers={
             OpenAIError: _openai_error,
             HTTPException: _http_error,
@@ -126,6 +151,14 @@ def create_app(
     )
     app.state.serving = ctx
     return app
+
+
+def _as_middleware(item: Middleware | Callable[..., Any]) -> Middleware:
+    if isinstance(item, Middleware):
+        return item
+    if inspect.iscoroutinefunction(item):
+        return Middleware(BaseHTTPMiddleware, dispatch=item)
+    return Middleware(item)
 
 
 def _engine_lifespan(
@@ -142,9 +175,10 @@ def _engine_lifespan(
 class _Routes:
     """The endpoints: parse, hand to serving/, answer. One serving call per endpoint."""
 
-    def __init__(self, ctx: ServingContext, metrics: ServerMetrics):
+    def __init__(self, ctx: ServingContext, metrics: ServerMetrics, load: ServerLoad):
         self.ctx = ctx
         self._metrics = metrics
+        self._load = load
 
     async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
@@ -195,6 +229,9 @@ class _Routes:
     async def metrics(self, request: Request) -> Response:
         body, content_type = self._metrics.render()
         return Response(body, headers={"content-type": content_type})
+
+    async def load(self, request: Request) -> Response:
+        return JSONResponse({"server_load": self._load.in_flight})
 
 
 async def _parse(request: Request, model: type[M]) -> M:

@@ -1,4 +1,4 @@
-"""Pure ASGI middleware for the HTTP app: request ids with an access log, and API keys.
+"""Pure ASGI middleware for the HTTP app: request ids with an access log, API keys, load.
 
 Pure ASGI (not BaseHTTPMiddleware) so that streamed responses and the ``receive``
 channel, where client disconnects show up, pass through untouched.
@@ -42,10 +42,14 @@ def request_id(scope: Scope) -> str:
 
 
 class RequestContextMiddleware:
-    """Echoes X-Request-Id (or makes one up) and logs each request, without its body."""
+    """Echoes X-Request-Id (or makes one up) and logs each request, without its body.
 
-    def __init__(self, app: ASGIApp):
+    ``access_log=False`` keeps the ids and drops the log lines.
+    """
+
+    def __init__(self, app: ASGIApp, access_log: bool = True):
         self.app = app
+        self._access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,14 +78,15 @@ class RequestContextMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            access_logger.info(
-                "%s %s %d %.1fms request_id=%s",
-                scope["method"],
-                scope["path"],
-                status,
-                (time.perf_counter() - start) * 1e3,
-                rid,
-            )
+            if self._access_log:
+                access_logger.info(
+                    "%s %s %d %.1fms request_id=%s",
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    (time.perf_counter() - start) * 1e3,
+                    rid,
+                )
 
 
 class ApiKeyMiddleware:
@@ -125,3 +130,32 @@ class ApiKeyMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class ServerLoad:
+    """The number of requests in flight, as ``GET /load`` reports it to load balancers."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+
+
+class LoadTrackingMiddleware:
+    """Counts each POST request (the model work) from its arrival to its last byte.
+
+    The count drops when the app returns: after a stream's last event, or when a client
+    disconnect has cancelled the work.
+    """
+
+    def __init__(self, app: ASGIApp, load: ServerLoad):
+        self.app = app
+        self._load = load
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        self._load.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._load.in_flight -= 1

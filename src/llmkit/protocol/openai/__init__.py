@@ -19,6 +19,7 @@ from llmkit.protocol.openai.chat import (
 from llmkit.protocol.openai.common import (
     ErrorInfo,
     ErrorResponse,
+    PromptTokensDetails,
     SamplingFields,
     StreamOptions,
     UsageInfo,
@@ -76,6 +77,7 @@ __all__ = [
     "ModelCard",
     "ModelList",
     "PromptInput",
+    "PromptTokensDetails",
     "SamplingFields",
     "StreamOptions",
     "TokenizeRequest",

@@ -47,18 +47,31 @@ class StreamOptions(BaseModel):
     continuous_usage_stats: bool = False
 
 
-class UsageInfo(BaseModel):
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int | None = None
+
+
+class UsageInfo(SparseModel):
+    _omit_unless_set = frozenset({"prompt_tokens_details"})
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    prompt_tokens_details: PromptTokensDetails | None = None
 
     @classmethod
-    def of(cls, prompt_tokens: int, completion_tokens: int) -> UsageInfo:
-        return cls(
+    def of(
+        cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+    ) -> UsageInfo:
+        """Usage with its total; ``cached_tokens`` (if given) as ``prompt_tokens_details``."""
+        usage = cls(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             total_tokens=prompt_tokens + completion_tokens,
         )
+        if cached_tokens is not None:
+            usage.prompt_tokens_details = PromptTokensDetails(cached_tokens=cached_tokens)
+        return usage
 
 
 def now_seconds() -> int:

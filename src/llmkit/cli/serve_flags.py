@@ -1,0 +1,93 @@
+"""``llmkit serve``'s deployment flags, under vLLM's names: TLS, middleware, logging, answers."""
+
+from __future__ import annotations
+
+import argparse
+
+from llmkit.serving.options import CONTENT_FORMATS
+
+UVICORN_LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags a `vllm serve` deployment passes, with the same names and meanings."""
+    tls = parser.add_argument_group("TLS")
+    tls.add_argument("--ssl-keyfile", metavar="PATH", help="the PEM private key; serves HTTPS")
+    tls.add_argument(
+        "--ssl-certfile", metavar="PATH", help="the PEM certificate (chain) for --ssl-keyfile"
+    )
+    tls.add_argument(
+        "--ssl-ca-certs",
+        metavar="PATH",
+        help="PEM CA certificates that client certificates are checked against",
+    )
+    tls.add_argument(
+        "--ssl-cert-reqs",
+        type=int,
+        choices=[0, 1, 2],
+        default=0,
+        help="client certificates: 0 not asked for, 1 optional, 2 required (Python's "
+        "ssl.CERT_NONE, CERT_OPTIONAL, CERT_REQUIRED; default: 0)",
+    )
+    server = parser.add_argument_group("server")
+    server.add_argument(
+        "--middleware",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="an ASGI middleware class or factory, or an async dispatch(request, call_next) "
+        "function, by import path (repeatable; wrapped in the order given, the last outermost)",
+    )
+    server.add_argument(
+        "--enable-server-load-tracking",
+        action="store_true",
+        help='count requests in flight for GET /load ({"server_load": N}); else /load says 0',
+    )
+    logs = parser.add_argument_group("logging")
+    logs.add_argument(
+        "--log-config-file",
+        metavar="PATH",
+        help="a JSON logging.config.dictConfig for the server's logs, applied before the "
+        "model loads",
+    )
+    logs.add_argument(
+        "--uvicorn-log-level",
+        choices=UVICORN_LOG_LEVELS,
+        help="uvicorn's own log level (default: --log-level, or the --log-config-file's)",
+    )
+    logs.add_argument(
+        "--disable-uvicorn-access-log",
+        action="store_true",
+        help="drop the access log line of each request (prompts are never in it)",
+    )
+    answers = parser.add_argument_group("answers")
+    answers.add_argument(
+        "--chat-template-content-format",
+        choices=CONTENT_FORMATS,
+        default="auto",
+        help="how list-of-parts message content reaches the chat template: 'string' joins "
+        "the text parts, 'openai' passes [{'type': 'text', 'text': ...}], 'auto' picks "
+        "'openai' if the template loops over a message's content (default: auto)",
+    )
+    answers.add_argument(
+        "--response-role",
+        default="assistant",
+        help="the role of the generated chat message and the first stream delta "
+        "(default: assistant)",
+    )
+    answers.add_argument(
+        "--return-tokens-as-token-ids",
+        action="store_true",
+        help="name logprob tokens 'token_id:N' instead of their text",
+    )
+    answers.add_argument(
+        "--enable-force-include-usage",
+        action="store_true",
+        help="end every stream with a usage chunk, even when stream_options did not ask",
+    )
+    answers.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="add usage.prompt_tokens_details.cached_tokens (prompt tokens found in the "
+        "prefix cache)",
+    )

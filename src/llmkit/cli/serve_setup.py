@@ -1,0 +1,120 @@
+"""serve's deployment flags checked and turned into settings, before the model loads."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import logging.config
+import ssl
+from pathlib import Path
+from typing import Any, NoReturn
+
+from llmkit.serving.options import ServingOptions
+
+
+def _fail(flag: str, message: str) -> NoReturn:
+    raise SystemExit(f"llmkit: error: {flag}: {message}")
+
+
+def _check_readable(flag: str, path: str) -> None:
+    try:
+        with open(path, "rb") as file:
+            file.read(1)
+    except OSError as exc:
+        _fail(flag, f"cannot read {path!r}: {exc.strerror or exc}")
+
+
+def tls_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's ssl_* settings; a missing, unreadable or mismatched file names its flag."""
+    keyfile, certfile, ca_certs = args.ssl_keyfile, args.ssl_certfile, args.ssl_ca_certs
+    if bool(keyfile) != bool(certfile):
+        _fail(
+            "--ssl-keyfile" if certfile else "--ssl-certfile",
+            "HTTPS needs both --ssl-keyfile and --ssl-certfile",
+        )
+    if not certfile:
+        if ca_certs:
+            _fail("--ssl-ca-certs", "needs --ssl-keyfile and --ssl-certfile (HTTPS)")
+        if args.ssl_cert_reqs:
+            _fail("--ssl-cert-reqs", "needs --ssl-keyfile and --ssl-certfile (HTTPS)")
+        return {}
+    for flag, path in (
+        ("--ssl-keyfile", keyfile),
+        ("--ssl-certfile", certfile),
+        ("--ssl-ca-certs", ca_certs),
+    ):
+        if path:
+            _check_readable(flag, path)
+    if args.ssl_cert_reqs and not ca_certs:
+        _fail("--ssl-cert-reqs", "checking client certificates needs --ssl-ca-certs")
+    # What uvicorn will do once the model has loaded, done now so a bad file fails fast.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(certfile, keyfile)
+    except ssl.SSLError as exc:
+        _fail(
+            "--ssl-certfile",
+            f"{certfile!r} and --ssl-keyfile {keyfile!r} are not a "
+            f"matching PEM certificate and key: {exc}",
+        )
+    if ca_certs:
+        try:
+            context.load_verify_locations(ca_certs)
+        except ssl.SSLError as exc:
+            _fail("--ssl-ca-certs", f"{ca_certs!r} holds no PEM certificates: {exc}")
+    return {
+        "ssl_keyfile": keyfile,
+        "ssl_certfile": certfile,
+        "ssl_ca_certs": ca_certs,
+        "ssl_cert_reqs": args.ssl_cert_reqs,
+    }
+
+
+def load_middleware(paths: list[str]) -> list[Any]:
+    """Each ``module:attr`` (or vLLM's ``module.attr``) imported, in the order given."""
+    loaded = []
+    for path in paths:
+        module_name, sep, attr = path.partition(":")
+        if not sep:
+            module_name, _, attr = path.rpartition(".")
+        if not module_name or not attr:
+            _fail("--middleware", f"{path!r} is not an import path like package.module:Class")
+        try:
+            module = importlib.import_module(module_name)
+            target: Any = functools.reduce(getattr, attr.split("."), module)
+        except Exception as exc:  # noqa: BLE001 - any import failure stops the start
+            _fail("--middleware", f"cannot import {path!r}: {type(exc).__name__}: {exc}")
+        if not callable(target):
+            _fail("--middleware", f"{path!r} is not a middleware class, factory or function")
+        loaded.append(target)
+    return loaded
+
+
+def apply_log_config(path: str) -> None:
+    """Configures logging from a JSON dictConfig file, so the model's loading logs there too."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except OSError as exc:
+        _fail("--log-config-file", f"cannot read {path!r}: {exc.strerror or exc}")
+    except json.JSONDecodeError as exc:
+        _fail("--log-config-file", f"{path!r} is not JSON: {exc}")
+    if not isinstance(config, dict):
+        _fail("--log-config-file", f"{path!r} must hold a JSON object (a dictConfig)")
+    try:
+        logging.config.dictConfig(config)
+    except (ValueError, TypeError, AttributeError, ImportError) as exc:
+        _fail("--log-config-file", f"{path!r} is not a valid logging dictConfig: {exc}")
+
+
+def serving_options(args: argparse.Namespace) -> ServingOptions:
+    if not args.response_role.strip():
+        _fail("--response-role", "must not be empty")
+    return ServingOptions(
+        chat_template_content_format=args.chat_template_content_format,
+        response_role=args.response_role,
+        return_tokens_as_token_ids=args.return_tokens_as_token_ids,
+        force_include_usage=args.enable_force_include_usage,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
+    )

@@ -1,0 +1,98 @@
+"""Chat messages -> the conversation a template renders, in the content format it reads."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+import jinja2
+from jinja2 import nodes
+
+from llmkit.protocol.openai import ChatMessage
+from llmkit.serving.context import ServingContext
+from llmkit.serving.errors import bad_request
+
+_TEXT_PARTS = ("text", "input_text")
+
+Format = Literal["string", "openai"]
+
+
+def _reads_content(node: nodes.Node) -> bool:
+    """``x['content']`` or ``x.content``."""
+    if isinstance(node, nodes.Getitem):
+        return isinstance(node.arg, nodes.Const) and node.arg.value == "content"
+    return isinstance(node, nodes.Getattr) and node.attr == "content"
+
+
+@functools.lru_cache(maxsize=32)
+def template_content_format(template: str) -> Format:
+    """``"openai"`` if the template loops over a message's content, else ``"string"``.
+
+    vLLM's detection: a template written for lists of parts iterates over them, directly
+    or through a variable set from the content.
+    """
+    try:
+        ast = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template)
+    except jinja2.TemplateSyntaxError:
+        return "string"  # rendering reports the error, with the messages' context
+    content_vars = {
+        assign.target.name
+        for assign in ast.find_all(nodes.Assign)
+        if isinstance(assign.target, nodes.Name) and _reads_content(assign.node)
+    }
+    for loop in ast.find_all(nodes.For):
+        source = loop.iter
+        while isinstance(source, nodes.Filter) and source.node is not None:
+            source = source.node
+        if _reads_content(source) or (
+            isinstance(source, nodes.Name) and source.name in content_vars
+        ):
+            return "openai"
+    return "string"
+
+
+def content_format(ctx: ServingContext, request_template: str | None) -> Format:
+    """The format the server's setting asks for, ``auto`` resolved on the template in use."""
+    setting = ctx.options.chat_template_content_format
+    if setting != "auto":
+        return setting
+    template = request_template or ctx.chat_template or ctx.engine.tokenizer.chat_template
+    return template_content_format(template) if isinstance(template, str) else "string"
+
+
+def to_conversation(messages: list[ChatMessage], fmt: Format = "string") -> list[dict[str, Any]]:
+    """Messages as chat templates expect them.
+
+    ``"string"`` joins text parts with newlines, as vLLM does; ``"openai"`` gives every
+    message's content as a list of text parts, a plain string becoming one part.
+    """
+    conversation = []
+    for i, message in enumerate(messages):
+        entry = message.model_dump(exclude_none=True)
+        texts: list[str] | None = None
+        if isinstance(message.content, list):
+            texts = []
+            for part in message.content:
+                if part.type not in _TEXT_PARTS or part.text is None:
+                    raise bad_request(
+                        f"messages.{i}.content: content parts of type {part.type!r} are not "
+                        "supported (only text)",
+                        "messages",
+                    )
+                texts.append(part.text)
+        elif isinstance(message.content, str):
+            texts = [message.content]
+        if texts is not None:
+            if fmt == "openai":
+                entry["content"] = [{"type": "text", "text": text} for text in texts]
+            else:
+                entry["content"] = "\n".join(texts)
+        conversation.append(entry)
+    return conversation
+
+
+def message_text(message: ChatMessage) -> str | None:
+    """A message's content as one string, its text parts joined as ``"string"`` joins them."""
+    if isinstance(message.content, list):
+        return "\n".join(part.text or "" for part in message.content)
+    return message.content

@@ -1,0 +1,40 @@
+"""ServingOptions: how the OpenAI endpoints shape their answers (vLLM's server flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ContentFormat = Literal["auto", "string", "openai"]
+CONTENT_FORMATS: tuple[ContentFormat, ...] = ("auto", "string", "openai")
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """Server-wide answer settings; the defaults answer as OpenAI's API does.
+
+    ``chat_template_content_format``: how a message's list of content parts reaches the
+    chat template: ``"string"`` joins the text parts into one string, ``"openai"`` passes
+    ``[{"type": "text", "text": ...}, ...]`` (string content too), ``"auto"`` picks
+    ``"openai"`` when the template loops over a message's content.
+    ``response_role``: the role of the generated message and of the first stream delta.
+    ``return_tokens_as_token_ids``: logprob tokens read ``token_id:N``, for tokens that
+    do not survive decoding on their own.
+    ``force_include_usage``: every stream ends with a usage chunk, asked for or not.
+    ``prompt_tokens_details``: usage carries ``prompt_tokens_details.cached_tokens``.
+    """
+
+    chat_template_content_format: ContentFormat = "auto"
+    response_role: str = "assistant"
+    return_tokens_as_token_ids: bool = False
+    force_include_usage: bool = False
+    prompt_tokens_details: bool = False
+
+    def __post_init__(self) -> None:
+        if self.chat_template_content_format not in CONTENT_FORMATS:
+            raise ValueError(
+                f"chat_template_content_format must be one of {', '.join(CONTENT_FORMATS)}, "
+                f"got {self.chat_template_content_format!r}"
+            )
+        if not self.response_role.strip():
+            raise ValueError("response_role must not be empty")
