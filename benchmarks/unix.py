@@ -8,9 +8,11 @@ the same config in this one. At each level, N concurrent clients each stream ``-
 requests (random words, ``--output-len`` tokens with ignore_eos, greedy, DELTA outputs)
 through an EngineClient, then the same requests through the AsyncEngine; the two sides
 alternate ``--repeat`` times and each keeps its best run, as other processes may share the
-machine. It reports output tokens/s and their ratio, and the time per output token as a
-reader sees it (an output's gap since the previous one, over its tokens) at p50 and p99,
-with what the transport adds to it.
+machine. It reports output tokens/s and their ratio; the time per output token as a reader
+sees it (an output's gap since the previous one, over its tokens) at p50 and p99, with
+what the transport adds to it; and the CPU time the two processes spent per output token
+(from /proc, so Linux only), which other jobs on the machine disturb far less than wall
+time.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Level:
 
     concurrency: int
     elapsed: float = 0.0
+    cpu: float = 0.0  # seconds of CPU, this process and the engine's together
     tokens: int = 0
     per_token: list[float] = field(default_factory=list)  # seconds, one sample per token
 
@@ -52,14 +55,31 @@ class Level:
     def tokens_per_s(self) -> float:
         return self.tokens / self.elapsed
 
+    @property
+    def cpu_ms_per_token(self) -> float:
+        return self.cpu / self.tokens * 1e3
+
     def per_token_ms(self, q: float) -> float:
-        return (
-            statistics.quantiles(self.per_token, n=100, method="inclusive")[int(q * 100) - 1] * 1e3
-        )
+        quantiles = statistics.quantiles(self.per_token, n=100, method="inclusive")
+        return quantiles[int(q * 100) - 1] * 1e3
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of the processes so far, all their threads together."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 async def run_level(
-    engine, concurrency: int, prompts: list[str], rounds: int, params: SamplingParams
+    engine,
+    concurrency: int,
+    prompts: list[str],
+    rounds: int,
+    params: SamplingParams,
+    pids: list[int],
 ) -> Level:
     level = Level(concurrency)
 
@@ -78,28 +98,18 @@ async def run_level(
         for r in range(rounds):
             await request(prompts[(worker * rounds + r) % len(prompts)])
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds(pids)
     async with anyio.create_task_group() as tg:
         for worker in range(concurrency):
             tg.start_soon(client, worker)
     level.elapsed = time.perf_counter() - start
+    level.cpu = cpu_seconds(pids) - cpu
     return level
 
 
 def start_engine(model: str, path: Path, timeout: float = 300.0) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llmkit.cli",
-            "engine",
-            model,
-            "--socket",
-            str(path),
-            "--log-level",
-            "warning",
-        ]
-    )
+    command = [sys.executable, "-m", "llmkit.cli", "engine", model, "--socket", str(path)]
+    proc = subprocess.Popen([*command, "--log-level", "warning"])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -112,12 +122,12 @@ def start_engine(model: str, path: Path, timeout: float = 300.0) -> subprocess.P
     raise TimeoutError("llmkit engine did not start in time")
 
 
-async def compare(args: argparse.Namespace, path: Path) -> list[tuple[Level, Level]]:
+async def compare(
+    args: argparse.Namespace, path: Path, pids: list[int]
+) -> list[tuple[Level, Level]]:
     rng = random.Random(0)
-    prompts = [
-        " ".join(rng.choices(WORDS, k=args.input_words))
-        for _ in range(max(args.concurrency) * args.rounds)
-    ]
+    count = max(args.concurrency) * args.rounds
+    prompts = [" ".join(rng.choices(WORDS, k=args.input_words)) for _ in range(count)]
     params = SamplingParams(
         max_tokens=args.output_len,
         temperature=0.0,
@@ -126,21 +136,19 @@ async def compare(args: argparse.Namespace, path: Path) -> list[tuple[Level, Lev
     )
     results = []
     async with AsyncEngine(EngineConfig(args.model)) as direct, EngineClient(path) as remote:
-        for engine in (remote, direct):  # warm up
-            await run_level(engine, 1, prompts, 1, params)
+        sides = {"unix": remote, "direct": direct}
+        for engine in sides.values():  # warm up
+            await run_level(engine, 1, prompts, 1, params, pids)
         for concurrency in args.concurrency:
-            runs: dict[str, list[Level]] = {"unix": [], "direct": []}
+            runs: dict[str, list[Level]] = {side: [] for side in sides}
             for _ in range(args.repeat):
-                runs["unix"].append(
-                    await run_level(remote, concurrency, prompts, args.rounds, params)
-                )
-                runs["direct"].append(
-                    await run_level(direct, concurrency, prompts, args.rounds, params)
-                )
-            best = [
-                max(runs[side], key=lambda level: level.tokens_per_s) for side in ("unix", "direct")
-            ]
-            results.append((best[0], best[1]))
+                for side, engine in sides.items():
+                    level = await run_level(engine, concurrency, prompts, args.rounds, params, pids)
+                    runs[side].append(level)
+            best = {
+                side: max(levels, key=lambda lv: lv.tokens_per_s) for side, levels in runs.items()
+            }
+            results.append((best["unix"], best["direct"]))
     return results
 
 
@@ -151,8 +159,8 @@ def report(args: argparse.Namespace, results: list[tuple[Level, Level]]) -> str:
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
         "",
         "| streams | unix out tok/s | direct out tok/s | unix / direct | unix ms/token p50 / p99 "
-        "| direct ms/token p50 / p99 | added p50 / p99 ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| direct ms/token p50 / p99 | added p50 / p99 ms | CPU ms/token unix / direct |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for unix, direct in results:
         p50 = (unix.per_token_ms(0.5), direct.per_token_ms(0.5))
@@ -160,7 +168,8 @@ def report(args: argparse.Namespace, results: list[tuple[Level, Level]]) -> str:
         lines.append(
             f"| {unix.concurrency} | {unix.tokens_per_s:.1f} | {direct.tokens_per_s:.1f} | "
             f"{unix.tokens_per_s / direct.tokens_per_s:.2f} | {p50[0]:.2f} / {p99[0]:.2f} | "
-            f"{p50[1]:.2f} / {p99[1]:.2f} | {p50[0] - p50[1]:+.2f} / {p99[0] - p99[1]:+.2f} |"
+            f"{p50[1]:.2f} / {p99[1]:.2f} | {p50[0] - p50[1]:+.2f} / {p99[0] - p99[1]:+.2f} | "
+            f"{unix.cpu_ms_per_token:.2f} / {direct.cpu_ms_per_token:.2f} |"
         )
     return "\n".join(lines)
 
@@ -171,12 +180,8 @@ def main() -> int:
     parser.add_argument(
         "--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once"
     )
-    parser.add_argument(
-        "--rounds", type=int, default=2, help="requests per stream, one after another"
-    )
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="runs per level and side; each keeps its best"
-    )
+    parser.add_argument("--rounds", type=int, default=2, help="requests per stream, in turn")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per level and side")
     parser.add_argument("--input-words", type=int, default=24, help="words per prompt")
     parser.add_argument("--output-len", type=int, default=128, help="tokens per completion")
     args = parser.parse_args()
@@ -184,7 +189,7 @@ def main() -> int:
         path = Path(tmp) / "engine.sock"
         engine = start_engine(args.model, path)
         try:
-            results = anyio.run(compare, args, path)
+            results = anyio.run(compare, args, path, [os.getpid(), engine.pid])
         finally:
             engine.terminate()
             engine.wait(30)
