@@ -15,6 +15,8 @@ from llmkit.protocol.openai.chat import (
     ChatTopLogprob,
     ContentPart,
     DeltaMessage,
+    JsonSchemaFormat,
+    ResponseFormat,
 )
 from llmkit.protocol.openai.common import (
     ErrorInfo,
@@ -73,9 +75,11 @@ __all__ = [
     "EmbeddingUsage",
     "ErrorInfo",
     "ErrorResponse",
+    "JsonSchemaFormat",
     "ModelCard",
     "ModelList",
     "PromptInput",
+    "ResponseFormat",
     "SamplingFields",
     "StreamOptions",
     "TokenizeRequest",
