@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, TypeVar
 
 from llmkit.protocol.openai import SamplingFields
-from llmkit.sampling_params import RequestOutputKind, SamplingParams
+from llmkit.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 from llmkit.serving.errors import bad_request, from_value_error
 
 # The names an engine error may start with; a request may call some of them otherwise.
@@ -55,7 +55,11 @@ def build_sampling_params(
             include_stop_str_in_output=req.include_stop_str_in_output,
             logit_bias=_logit_bias(req.logit_bias),
             output_kind=RequestOutputKind.DELTA,
-            structured_outputs=structured_outputs,
+            structured_outputs=(
+                None
+                if structured_outputs is None
+                else StructuredOutputsParams.of(structured_outputs)
+            ),
         )
     except ValueError as exc:
         raise from_value_error(exc, PARAM_NAMES, renames) from None
