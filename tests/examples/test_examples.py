@@ -33,3 +33,8 @@ def test_async_generate_streams_three_requests(tiny_model):
     assert {"[a]", "[b]", "[c]"} <= {
         line.split()[0] for line in out.splitlines() if line.startswith("[")
     }
+
+
+def test_structured_json_prints_parsed_objects(tiny_model):
+    out = _run("structured_json.py", tiny_model)
+    assert out.count("->") == 3
