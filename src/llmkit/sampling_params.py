@@ -125,6 +125,7 @@ class SamplingParams:
     allowed_token_ids: list[int] | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
     # Constrained decoding (JSON schema, regex, choice, grammar); None: unconstrained.
+    # A dict of StructuredOutputsParams' fields is accepted, and converted.
     structured_outputs: StructuredOutputsParams | None = None
 
     def __post_init__(self) -> None:
