@@ -1,1 +1,1 @@
-"""llmkit."""
+"""The model side of a step: loading, the flat batch, attention backends, sampling."""

@@ -1,1 +1,1 @@
-"""llmkit."""
+"""Transports in front of the engine protocol: the OpenAI HTTP app (SSE)."""
