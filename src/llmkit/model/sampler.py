@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.sampling_params import SamplingParams
+from llmkit.structured import GrammarMatcher
+from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
 
 _NEG_INF = float("-inf")
 
@@ -20,6 +22,7 @@ class SamplingRow:
     output_token_ids: list[int]
     eos_token_id: int | None
     generator: torch.Generator | None  # set for seeded requests
+    matcher: GrammarMatcher | None = None  # set for structured-output requests
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Sampler:
         logits = logits.clone()
         self._apply_masks(logits, rows)
         self._apply_penalties(logits, rows)
+        self._apply_grammars(logits, rows)
 
         tokens = logits.argmax(dim=-1)
         greedy = [r.params.greedy for r in rows]
@@ -69,6 +73,19 @@ class Sampler:
                     banned.append(r.eos_token_id)
                 if banned:
                     logits[i, banned] = _NEG_INF
+
+    def _apply_grammars(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
+        """Only the tokens its grammar allows next stay possible for a constrained row."""
+        constrained = [(i, r.matcher) for i, r in enumerate(rows) if r.matcher is not None]
+        if not constrained:
+            return
+        bitmask = allocate_bitmask(len(constrained), self.vocab_size)
+        for j, (_, matcher) in enumerate(constrained):
+            matcher.fill_bitmask(bitmask, j)
+        idx = [i for i, _ in constrained]
+        sub = logits[idx]
+        apply_bitmask(sub, bitmask)
+        logits[idx] = sub
 
     def _apply_penalties(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         idx = [i for i, r in enumerate(rows) if r.params.needs_penalties]
