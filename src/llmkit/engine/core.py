@@ -55,7 +55,7 @@ class EngineCore:
             config.enable_chunked_prefill,
             encoder_only=model.info.is_encoder,
         )
-        self.sampler = Sampler(model.info.vocab_size, self.runner.device)
+        self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, _Seq] = {}
         self._steps = 0

@@ -190,6 +190,7 @@ class InputProcessor:
             )
         tokens = self.tokenize(prompt)
         self.check_sampling(params, len(tokens["prompt_token_ids"]))
+        self.compile_grammar(params)  # an invalid constraint fails here; compiled once, cached
         return tokens
 
     def process(

@@ -33,9 +33,13 @@ class SampledToken:
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, device: torch.device):
+    def __init__(self, vocab_size: int, device: torch.device, seed: int = 0):
         self.vocab_size = vocab_size
         self.device = device
+        # Requests without a seed of their own draw from the engine's seeded stream, so a
+        # run is reproducible from EngineConfig.seed (vLLM's --seed).
+        self._generator = torch.Generator(device=device)
+        self._generator.manual_seed(seed)
 
     @torch.inference_mode()
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> list[SampledToken]:
@@ -128,7 +132,7 @@ class Sampler:
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
         # batch it happens to share.
-        q = torch.empty_like(probs).exponential_()
+        q = torch.empty_like(probs).exponential_(generator=self._generator)
         for i, r in enumerate(rows):
             if r.generator is not None:
                 q[i].exponential_(generator=r.generator)
