@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import json as jsonlib
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 
 class RequestOutputKind(enum.Enum):
@@ -12,6 +14,87 @@ class RequestOutputKind(enum.Enum):
     CUMULATIVE = 0
     DELTA = 1
     FINAL_ONLY = 2
+
+
+@dataclass(frozen=True)
+class StructuredOutputsParams:
+    """A constraint on the generated text; exactly one field is set (vLLM's names).
+
+    ``json`` is a JSON schema (a dict or its JSON text); ``json_object`` asks for any JSON
+    object; ``regex`` is a regular expression the whole output matches; ``choice`` lists
+    the strings the output may be; ``grammar`` is a Lark (or GBNF) grammar. The output
+    ends (finish reason "stop") when the constraint is complete; if ``max_tokens`` runs
+    out first, it ends with finish reason "length" and the text is incomplete.
+    """
+
+    json: dict[str, Any] | str | None = None
+    json_object: bool | None = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+
+    def __post_init__(self) -> None:
+        given = self._given()
+        _check(
+            len(given) == 1,
+            "structured_outputs",
+            f"must set exactly one of json, json_object, regex, choice, grammar; got {given}",
+        )
+        if isinstance(self.json, str):
+            try:
+                schema = jsonlib.loads(self.json)
+            except ValueError as exc:
+                raise ValueError(f"structured_outputs.json is not valid JSON: {exc}") from None
+            object.__setattr__(self, "json", schema)
+        if self.json is not None:
+            _check(
+                isinstance(self.json, (dict, bool)),
+                "structured_outputs.json",
+                f"must be a JSON schema (an object), got {type(self.json).__name__}",
+            )
+        if self.choice is not None:
+            _check(
+                isinstance(self.choice, list) and len(self.choice) > 0,
+                "structured_outputs.choice",
+                "must be a non-empty list of strings",
+            )
+            _check(
+                all(isinstance(c, str) for c in self.choice),
+                "structured_outputs.choice",
+                "must hold only strings",
+            )
+        for name in ("regex", "grammar"):
+            value = getattr(self, name)
+            if value is not None:
+                _check(
+                    isinstance(value, str) and value != "",
+                    f"structured_outputs.{name}",
+                    "must be a non-empty string",
+                )
+
+    @classmethod
+    def of(cls, value: StructuredOutputsParams | dict[str, Any]) -> StructuredOutputsParams:
+        """``value`` itself, or one built from a dict of its fields."""
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"structured_outputs must be an object, got {type(value).__name__}")
+        unknown = sorted(set(value) - {f.name for f in fields(cls)})
+        _check(not unknown, "structured_outputs", f"has unknown fields {unknown}")
+        return cls(**value)
+
+    @property
+    def kind(self) -> str:
+        """The name of the field that is set."""
+        return self._given()[0]
+
+    def key(self) -> str:
+        """A canonical text of the constraint: equal constraints have equal keys."""
+        return self.kind + ":" + jsonlib.dumps(getattr(self, self.kind), sort_keys=True)
+
+    def _given(self) -> list[str]:
+        # json_object=False is "not asked for", as if left out.
+        return [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]
 
 
 @dataclass
@@ -41,8 +124,13 @@ class SamplingParams:
     logit_bias: dict[int, float] | None = None
     allowed_token_ids: list[int] | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
+    # Constrained decoding (JSON schema, regex, choice, grammar); None: unconstrained.
+    # A dict of StructuredOutputsParams' fields is accepted, and converted.
+    structured_outputs: StructuredOutputsParams | None = None
 
     def __post_init__(self) -> None:
+        if self.structured_outputs is not None:
+            self.structured_outputs = StructuredOutputsParams.of(self.structured_outputs)
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])

@@ -127,15 +127,25 @@ async def test_slow_reader_does_not_slow_a_fast_one(config):
                 outputs.append(out)
                 await anyio.sleep(0.05)
 
-        await fast()  # warm up
-        alone = max([await fast() for _ in range(2)])
-        rates, slow_outputs = [], []
-        for _ in range(2):
+        async def keeps_up():
+            async for _ in engine.generate("steady", params):
+                pass
+
+        async def beside(other, *args) -> float:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(slow, slow_outputs)
-                rates.append(await fast())
+                tg.start_soon(other, *args)
+                rate = await fast()
                 tg.cancel_scope.cancel()
-        assert max(rates) >= 0.8 * alone
+            return rate
+
+        await fast()  # warm up
+        # The baseline shares the batch with a reader that keeps up, so both sides pay for
+        # the same batch size; interleaved rounds see the same machine load.
+        baseline, rates, slow_outputs = [], [], []
+        for _ in range(3):
+            baseline.append(await beside(keeps_up))
+            rates.append(await beside(slow, slow_outputs))
+        assert max(rates) >= 0.8 * max(baseline)
         # The slow reader got coalesced deltas rather than one output per token.
         assert any(len(o.outputs[0].token_ids) > 1 for o in slow_outputs)
         await _settles(engine)

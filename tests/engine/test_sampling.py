@@ -156,3 +156,14 @@ def test_detokenizer_never_splits_a_utf8_character(llm):
         assert "\ufffd" not in delta
         seen.append(delta)
     assert "".join(seen) == text
+
+
+def test_the_engine_seed_makes_unseeded_sampling_reproducible(tiny_model):
+    params = SamplingParams(temperature=1.0, max_tokens=12, ignore_eos=True)
+
+    def run(seed: int) -> list[list[int]]:
+        llm = LLM(tiny_model, seed=seed, max_model_len=256)
+        return [o.outputs[0].token_ids for o in llm.generate(["a", "b"], params, use_tqdm=False)]
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)

@@ -68,3 +68,8 @@ def test_unix_client_talks_to_an_engine_in_another_process(tiny_model, tmp_path)
     assert lines[0] == f"connected to {tiny_model} (max_model_len 2048)"
     assert {"[a]", "[b]"} <= {line.split()[0] for line in lines[1:-1]}
     assert lines[-1].startswith("the engine has generated ")
+
+
+def test_structured_json_prints_parsed_objects(tiny_model):
+    out = _run("structured_json.py", tiny_model)
+    assert out.count("->") == 3

@@ -22,7 +22,12 @@ from llmkit.protocol.stream_data import (
     params_from_wire,
     params_to_wire,
 )
-from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+from llmkit.sampling_params import (
+    PoolingParams,
+    RequestOutputKind,
+    SamplingParams,
+    StructuredOutputsParams,
+)
 from llmkit.transports.output_assembly import OutputAssembler, wire_params
 
 
@@ -46,6 +51,11 @@ def test_params_round_trip():
         output_kind=RequestOutputKind.DELTA,
     )
     assert params_from_wire(over_the_wire(params_to_wire(sampling)), SamplingParams) == sampling
+    constrained = SamplingParams(
+        structured_outputs=StructuredOutputsParams(json={"type": "object"}), max_tokens=8
+    )
+    wire = over_the_wire(params_to_wire(constrained))
+    assert params_from_wire(wire, SamplingParams) == constrained
     pooling = PoolingParams(
         normalize=False, dimensions=8, truncate_prompt_tokens=-1, pooling_type="cls"
     )

@@ -156,8 +156,13 @@ SERVE_FLAGS = (
 ENGINE_PLACEMENTS = {"in-process": "in_process_server", "engine-socket": "engine_socket_server"}
 
 
+# The OpenAI API suites that run against both placements, unchanged.
+BOTH_PLACEMENTS = ("test_openai_api", "test_errors")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "server" in metafunc.fixturenames and metafunc.module.__name__.endswith("test_openai_api"):
+    module = metafunc.module.__name__.rpartition(".")[2]
+    if "server" in metafunc.fixturenames and module in BOTH_PLACEMENTS:
         metafunc.parametrize("server", list(ENGINE_PLACEMENTS), indirect=True, scope="session")
 
 

@@ -55,7 +55,7 @@ class EngineCore:
             config.enable_chunked_prefill,
             encoder_only=model.info.is_encoder,
         )
-        self.sampler = Sampler(model.info.vocab_size, self.runner.device)
+        self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, _Seq] = {}
         self._steps = 0
@@ -148,9 +148,11 @@ class EngineCore:
             rows = [self._sampling_row(req) for req, _ in plan.sample]
             tokens = self.sampler(logits[[row for _, row in plan.sample]], rows)
             for (req, _), token in zip(plan.sample, tokens):
-                state = self._seqs[req].state
+                seq = self._seqs.get(req)
+                if seq is None:  # a sibling's grammar failure ended the whole request
+                    continue
                 self._append_token(req, token)
-                touched[state.request_id] = state
+                touched[seq.state.request_id] = seq.state
         if plan.pool:
             for state in self._pool(plan.pool, hidden):
                 touched[state.request_id] = state
@@ -168,12 +170,18 @@ class EngineCore:
             output_token_ids=req.output_token_ids,
             eos_token_id=req.eos_token_id,
             generator=self._seqs[req].generator,
+            matcher=req.matcher,
         )
 
     def _append_token(self, req: Request, token: SampledToken) -> None:
         state = self._seqs[req].state
         comp = state.completions[req.index]
         tid = token.token_id
+        if req.matcher is not None and not req.matcher.accept(tid):
+            # Only a row whose every token was masked out (by the grammar together with
+            # allowed_token_ids, say) can sample a token its grammar refuses.
+            self._fail([req], f"token {tid} does not continue the structured-output grammar")
+            return
         req.output_token_ids.append(tid)
         self._generated_tokens += 1
         with state.lock:
@@ -189,6 +197,7 @@ class EngineCore:
                 tid,
                 lambda can_stop: detokenizer.update(tid, check_stop=can_stop),
                 self.max_model_len,
+                grammar_done=req.matcher is not None and req.matcher.is_terminated(),
             )
             if stop is not None:
                 self.scheduler.finish(req, stop.status)

@@ -52,12 +52,6 @@ class BlockAllocator:
     def num_free_blocks(self) -> int:
         return len(self._free)
 
-    @property
-    def usage(self) -> float:
-        if not self.num_blocks:
-            return 0.0  # an encoder-only model has no KV cache
-        return 1.0 - len(self._free) / self.num_blocks
-
     def block_ids(self, request: Request) -> list[int]:
         return self._owned.get(request, [])
 

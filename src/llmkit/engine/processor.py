@@ -16,6 +16,8 @@ from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPr
 from llmkit.engine.request import Request
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.structured import CompiledGrammar, GrammarCompiler
+from llmkit.structured.llguidance_backend import LLGuidanceBackend
 
 
 def new_request_id() -> str:
@@ -30,6 +32,13 @@ class InputProcessor:
         self.tokenizer = tokenizer
         self.max_model_len = info.max_model_len
         self.vocab_size = info.vocab_size
+        # Grammars compile here, on the caller's thread (llguidance takes about a
+        # millisecond for a typical schema), so the step thread never waits on one.
+        self.grammars = GrammarCompiler(
+            lambda: LLGuidanceBackend(
+                tokenizer.backend.to_str(), info.vocab_size, tokenizer.eos_token_id
+            )
+        )
 
     def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
         """Accepts a string, token ids, or ``{"prompt": ...}`` / ``{"prompt_token_ids": ...}``.
@@ -125,6 +134,13 @@ class InputProcessor:
                     f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})"
                 )
 
+    def compile_grammar(self, params: SamplingParams) -> CompiledGrammar | None:
+        """The grammar of ``params.structured_outputs``, compiled (or cached); ValueError
+        naming the field if it is invalid."""
+        if params.structured_outputs is None:
+            return None
+        return self.grammars.compile(params.structured_outputs)
+
     def check_task(self, params: SamplingParams | PoolingParams) -> None:
         """Reject what this engine's task does not serve (vLLM: generate on a pooling model)."""
         if isinstance(params, PoolingParams) and not self.info.supports_embed:
@@ -174,6 +190,7 @@ class InputProcessor:
             )
         tokens = self.tokenize(prompt)
         self.check_sampling(params, len(tokens["prompt_token_ids"]))
+        self.compile_grammar(params)  # an invalid constraint fails here; compiled once, cached
         return tokens
 
     def process(
@@ -189,6 +206,8 @@ class InputProcessor:
         if isinstance(params, PoolingParams):
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
             return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
+        assert isinstance(params, SamplingParams)  # prepare() checked the type
+        grammar = self.compile_grammar(params)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         completions, requests = [], []
@@ -213,6 +232,7 @@ class InputProcessor:
                     priority=priority,
                     index=i,
                     max_tokens=max_tokens,
+                    matcher=None if grammar is None else grammar.matcher(),
                 )
             )
         state = RequestState(

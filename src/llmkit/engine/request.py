@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.structured import GrammarMatcher
 
 
 class RequestStatus(enum.IntEnum):
@@ -58,6 +59,9 @@ class Request:
     index: int = 0
     arrival_time: float = field(default_factory=time.monotonic)
     max_tokens: int = 0  # resolved by the engine from max_tokens and max_model_len
+    # Structured outputs: where this sequence is in its grammar. Only sampling advances it,
+    # by the token sampled; output tokens survive preemption, so it stays in step with them.
+    matcher: GrammarMatcher | None = None
 
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)

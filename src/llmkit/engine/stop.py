@@ -2,7 +2,8 @@
 
 The order is vLLM's: a stop token (EOS unless ignored, or one of ``stop_token_ids``)
 ends the sequence before its text is searched for stop strings; then the length limits.
-Nothing may stop a sequence before it has ``min_tokens`` tokens, except length.
+Nothing may stop a sequence before it has ``min_tokens`` tokens, except length and a
+completed structured-output grammar, which allows nothing more.
 """
 
 from __future__ import annotations
@@ -24,12 +25,18 @@ class Stop:
 
 
 def check_stop(
-    req: Request, token_id: int, detokenize: Detokenize, max_model_len: int
+    req: Request,
+    token_id: int,
+    detokenize: Detokenize,
+    max_model_len: int,
+    grammar_done: bool = False,
 ) -> Stop | None:
     """Whether ``req``, whose last output token is ``token_id``, is done, and why.
 
     ``detokenize`` runs unless a stop token ended the sequence and its text is not wanted
     (``include_stop_str_in_output``), so stopped text never shows a token it should not.
+    ``grammar_done``: its structured-output grammar is complete, which stops it even on
+    its last allowed token (a grammar left incomplete there ends with "length").
     """
     params = req.sampling_params
     assert params is not None, "only generation requests have stop conditions"
@@ -43,6 +50,8 @@ def check_stop(
         stop_string = detokenize(can_stop)
         if stop_string is not None and stop is None:
             stop = Stop(RequestStatus.FINISHED_STOPPED, stop_string)
+    if stop is None and grammar_done:
+        stop = Stop(RequestStatus.FINISHED_STOPPED)
     if stop is None and (
         req.num_output_tokens >= req.max_tokens or req.num_tokens >= max_model_len
     ):

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
 
 @dataclass
 class SeqInput:
@@ -42,7 +40,9 @@ def resolve_dtype(
     config: EngineConfig, hf_config: PretrainedConfig, device: torch.device
 ) -> torch.dtype:
     if config.dtype != "auto":
-        return _DTYPES[config.dtype]
+        # EngineConfig allows only names that torch's dtypes carry.
+        dtype: torch.dtype = getattr(torch, config.dtype)
+        return dtype
     if device.type == "cpu":
         return torch.float32  # half-precision matmuls are slow on most CPUs
     # vLLM's rule: keep bf16 checkpoints in bf16, serve fp32/fp16 ones in fp16.

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.sampling_params import SamplingParams
+from llmkit.structured import GrammarMatcher
+from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
 
 _NEG_INF = float("-inf")
 
@@ -20,6 +22,7 @@ class SamplingRow:
     output_token_ids: list[int]
     eos_token_id: int | None
     generator: torch.Generator | None  # set for seeded requests
+    matcher: GrammarMatcher | None = None  # set for structured-output requests
 
 
 @dataclass
@@ -30,9 +33,13 @@ class SampledToken:
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, device: torch.device):
+    def __init__(self, vocab_size: int, device: torch.device, seed: int = 0):
         self.vocab_size = vocab_size
         self.device = device
+        # Requests without a seed of their own draw from the engine's seeded stream, so a
+        # run is reproducible from EngineConfig.seed (vLLM's --seed).
+        self._generator = torch.Generator(device=device)
+        self._generator.manual_seed(seed)
 
     @torch.inference_mode()
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> list[SampledToken]:
@@ -42,6 +49,7 @@ class Sampler:
         logits = logits.clone()
         self._apply_masks(logits, rows)
         self._apply_penalties(logits, rows)
+        self._apply_grammars(logits, rows)
 
         tokens = logits.argmax(dim=-1)
         greedy = [r.params.greedy for r in rows]
@@ -69,6 +77,19 @@ class Sampler:
                     banned.append(r.eos_token_id)
                 if banned:
                     logits[i, banned] = _NEG_INF
+
+    def _apply_grammars(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
+        """Only the tokens its grammar allows next stay possible for a constrained row."""
+        constrained = [(i, r.matcher) for i, r in enumerate(rows) if r.matcher is not None]
+        if not constrained:
+            return
+        bitmask = allocate_bitmask(len(constrained), self.vocab_size)
+        for j, (_, matcher) in enumerate(constrained):
+            matcher.fill_bitmask(bitmask, j)
+        idx = [i for i, _ in constrained]
+        sub = logits[idx]
+        apply_bitmask(sub, bitmask)
+        logits[idx] = sub
 
     def _apply_penalties(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         idx = [i for i, r in enumerate(rows) if r.params.needs_penalties]
@@ -111,7 +132,7 @@ class Sampler:
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
         # batch it happens to share.
-        q = torch.empty_like(probs).exponential_()
+        q = torch.empty_like(probs).exponential_(generator=self._generator)
         for i, r in enumerate(rows):
             if r.generator is not None:
                 q[i].exponential_(generator=r.generator)

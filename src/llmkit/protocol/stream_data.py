@@ -24,7 +24,12 @@ from llmkit.outputs import (
     PositionLogprobs,
     RequestOutput,
 )
-from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+from llmkit.sampling_params import (
+    PoolingParams,
+    RequestOutputKind,
+    SamplingParams,
+    StructuredOutputsParams,
+)
 
 Message = dict[str, Any]
 Params = SamplingParams | PoolingParams
@@ -60,6 +65,8 @@ class ProtocolError(ValueError):
 def params_to_wire(params: Params) -> Message:
     data = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
     data["output_kind"] = params.output_kind.value
+    if isinstance(params, SamplingParams) and params.structured_outputs is not None:
+        data["structured_outputs"] = dataclasses.asdict(params.structured_outputs)
     return data
 
 
@@ -75,6 +82,8 @@ def params_from_wire(data: Message, cls: type[Params], where: str = "params") ->
             if not (isinstance(value, int) and value in _OUTPUT_KINDS):
                 raise ProtocolError(f"{param} must be 0, 1 or 2, got {value!r}", param)
             value = _OUTPUT_KINDS[value]
+        elif key == "structured_outputs" and value is not None:
+            value = _structured_from_wire(value, param)
         elif not matches(value, hints[key]):
             raise ProtocolError(
                 f"{param} must be {describe(hints[key])}, got {kind_of(value)}", param
@@ -84,6 +93,16 @@ def params_from_wire(data: Message, cls: type[Params], where: str = "params") ->
         return cls(**kwargs)
     except ValueError as exc:
         raise ProtocolError(str(exc), param_of(exc, where) or where) from None
+
+
+def _structured_from_wire(value: Any, param: str) -> StructuredOutputsParams:
+    names = {f.name for f in dataclasses.fields(StructuredOutputsParams)}
+    if not (isinstance(value, dict) and set(value) <= names):
+        raise ProtocolError(f"{param} must be a map with keys among {sorted(names)}", param)
+    try:
+        return StructuredOutputsParams(**value)
+    except ValueError as exc:
+        raise ProtocolError(str(exc), param) from None
 
 
 def param_of(exc: ValueError, where: str = "params") -> str | None:

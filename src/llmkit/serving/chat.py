@@ -27,6 +27,7 @@ from llmkit.serving.logprobs import chat_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt
 from llmkit.serving.stream import Emit, StreamSettings
+from llmkit.serving.structured import structured_outputs
 from llmkit.serving.usage import UsageCounter
 
 _TEMPLATE_FLAGS = {"add_generation_prompt", "continue_final_message", "chat_template"}
@@ -96,13 +97,15 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
     )
     max_model_len = ctx.engine.model_info.max_model_len
     check_context_length(len(prompt.token_ids), max_tokens, max_model_len, "messages")
-    renames = {"logprobs": "top_logprobs", "max_tokens": max_name}
+    constraint, constraint_renames = structured_outputs(req.structured_outputs, req.response_format)
+    renames = {"logprobs": "top_logprobs", "max_tokens": max_name, **constraint_renames}
     params = build_sampling_params(
         req,
         max_tokens=max_tokens,
         logprobs=top_logprobs if req.logprobs else None,
         prompt_logprobs=req.prompt_logprobs,
         renames=renames,
+        structured_outputs=constraint,
     )
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":

@@ -56,6 +56,7 @@ def prepare_completion(
         logprobs=req.logprobs,
         prompt_logprobs=prompt_logprobs,
         renames={},
+        structured_outputs=req.structured_outputs,
     )
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)
     streams = start_generation(ctx, request_id, prompts, params, req.priority)

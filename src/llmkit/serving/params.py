@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from llmkit.protocol.openai import SamplingFields
-from llmkit.sampling_params import RequestOutputKind, SamplingParams
+from llmkit.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 from llmkit.serving.errors import bad_request, from_value_error
 
 # The names an engine error may start with; a request may call some of them otherwise.
@@ -22,12 +22,15 @@ def build_sampling_params(
     logprobs: int | None,
     prompt_logprobs: int | None,
     renames: dict[str, str],
+    structured_outputs: dict[str, Any] | None = None,
 ) -> SamplingParams:
     """The engine's parameters for a completion or chat request.
 
     Outputs come as deltas in both modes: a stream forwards them, a plain request joins
     them, and either way the metrics see every token as it arrives. Limits that depend on
     the engine (``max_logprobs``, the vocabulary) are checked once, when it starts them.
+    ``structured_outputs`` is the request's constraint, from ``structured_outputs`` or
+    ``response_format``.
     """
     try:
         return SamplingParams(
@@ -52,6 +55,11 @@ def build_sampling_params(
             include_stop_str_in_output=req.include_stop_str_in_output,
             logit_bias=_logit_bias(req.logit_bias),
             output_kind=RequestOutputKind.DELTA,
+            structured_outputs=(
+                None
+                if structured_outputs is None
+                else StructuredOutputsParams.of(structured_outputs)
+            ),
         )
     except ValueError as exc:
         raise from_value_error(exc, PARAM_NAMES, renames) from None

@@ -34,7 +34,7 @@ from llmkit.engine.protocol import (
 )
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.errors import EngineDeadError, EngineNotStartedError
+from llmkit.errors import EngineDeadError, EngineNotStartedError, LLMKitError
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.protocol.stream import (
     PROTOCOL_VERSION,
@@ -175,7 +175,7 @@ class EngineClient:
     async def __aenter__(self) -> EngineClient:
         """Connect, shake hands, and load the engine's tokenizer."""
         if self._socket is not None or self._dead is not None:
-            raise RuntimeError("an EngineClient connects once; make a new one")
+            raise LLMKitError("an EngineClient connects once; make a new one")
         stream, reader, hello = await _handshake(self.path, self._max_frame_bytes)
         try:
             info = model_info_from_wire(hello["model_info"])

@@ -265,5 +265,11 @@ async def test_embeddings_equal_direct(minilm_engine, tmp_path):
         EngineClient(tmp_path / "minilm.sock") as client,
     ):
         through_socket = await _run_all(client, start)
-    assert through_socket == direct
+    assert through_socket.keys() == direct.keys()
+    for i, out in direct.items():
+        got = through_socket[i]
+        assert (got.request_id, got.prompt_token_ids) == (out.request_id, out.prompt_token_ids)
+        # Each run batches the inputs into steps differently, which moves float32 sums in
+        # their last bits; the transport itself carries float32 exactly.
+        assert got.outputs.embedding == pytest.approx(out.outputs.embedding, abs=1e-6)
     assert len(direct[1].outputs.embedding) == 32

@@ -15,6 +15,8 @@ from llmkit.protocol.openai.chat import (
     ChatTopLogprob,
     ContentPart,
     DeltaMessage,
+    JsonSchemaFormat,
+    ResponseFormat,
 )
 from llmkit.protocol.openai.common import (
     ErrorInfo,
@@ -74,10 +76,12 @@ __all__ = [
     "EmbeddingUsage",
     "ErrorInfo",
     "ErrorResponse",
+    "JsonSchemaFormat",
     "ModelCard",
     "ModelList",
     "PromptInput",
     "PromptTokensDetails",
+    "ResponseFormat",
     "SamplingFields",
     "StreamOptions",
     "TokenizeRequest",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from llmkit.protocol.openai.common import (
     RequestBody,
@@ -28,6 +28,23 @@ class ChatMessage(RequestBody):
     tool_call_id: str | None = None
 
 
+class JsonSchemaFormat(BaseModel):
+    # ``schema`` is a BaseModel attribute, so the field takes another name.
+    model_config = ConfigDict(populate_by_name=True)
+
+    name: str
+    description: str | None = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's ``response_format``: plain text, any JSON object, or a JSON schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
 class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage]
     max_tokens: int | None = None
@@ -39,6 +56,7 @@ class ChatCompletionRequest(SamplingFields):
     continue_final_message: bool = False
     chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
 
 
 class ChatTopLogprob(BaseModel):

@@ -106,6 +106,9 @@ class SamplingFields(RequestBody):
     spaces_between_special_tokens: bool = True
     prompt_logprobs: int | None = None
     priority: int = 0
+    # vLLM's constrained decoding: one of json, json_object, regex, choice, grammar;
+    # checked by the engine, which names the bad field.
+    structured_outputs: dict[str, Any] | None = None
 
 
 # A prompt: one string, several, one token-id list, or several.

@@ -1,0 +1,41 @@
+"""JSON that a program can parse, from a model that knows no JSON (the random-weight demo)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from llmkit import LLM, SamplingParams
+from llmkit.sampling_params import StructuredOutputsParams
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "maxLength": 16},
+        "population": {"type": "integer", "minimum": 0, "maximum": 40_000_000},
+        "climate": {"enum": ["arid", "temperate", "tropical", "polar"]},
+        "landmarks": {"type": "array", "items": {"type": "string", "maxLength": 16}, "maxItems": 3},
+    },
+    "required": ["city", "population", "climate", "landmarks"],
+    "additionalProperties": False,
+}
+
+
+def main(model: str = "demo") -> list[dict]:
+    llm = LLM(model)
+    params = SamplingParams(
+        temperature=1.0,
+        max_tokens=200,
+        seed=0,
+        structured_outputs=StructuredOutputsParams(json=SCHEMA),
+    )
+    cities = []
+    for out in llm.generate(["Describe Paris.", "Describe Lagos.", "Describe Oslo."], params):
+        city = json.loads(out.outputs[0].text)  # always parses: the grammar guarantees it
+        cities.append(city)
+        print(f"{out.prompt!r} -> {city}")
+    return cities
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

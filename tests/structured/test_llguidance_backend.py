@@ -1,0 +1,109 @@
+"""The llguidance backend on its own: compile, match, mask, roll back; and the cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from llmkit.engine.tokenizer import Tokenizer
+from llmkit.sampling_params import SamplingParams, StructuredOutputsParams
+from llmkit.structured import GrammarCompiler
+from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
+from llmkit.structured.llguidance_backend import LLGuidanceBackend
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model):
+    return Tokenizer(tiny_model)
+
+
+@pytest.fixture(scope="module")
+def backend(tok):
+    return LLGuidanceBackend(tok.backend.to_str(), tok.vocab_size, tok.eos_token_id)
+
+
+def _allowed(matcher, vocab_size):
+    bitmask = allocate_bitmask(1, vocab_size)
+    matcher.fill_bitmask(bitmask, 0)
+    logits = torch.zeros(1, vocab_size)
+    apply_bitmask(logits, bitmask)
+    return set(torch.nonzero(logits[0] == 0).flatten().tolist())
+
+
+def test_choice_matcher_allows_only_the_choices_then_ends(tok, backend):
+    matcher = backend.compile(StructuredOutputsParams(choice=["yes", "no"])).matcher()
+    allowed = _allowed(matcher, tok.vocab_size)
+    assert allowed and all(
+        "yes".startswith(t) or "no".startswith(t) for t in map(tok.token_text, allowed)
+    )
+    assert tok.eos_token_id not in allowed
+    for t in tok.encode("yes", add_special_tokens=False):
+        assert matcher.accept(t)
+    assert matcher.can_end() and matcher.is_terminated()
+    assert _allowed(matcher, tok.vocab_size) == {tok.eos_token_id}
+
+
+def test_rollback_returns_to_an_earlier_state(tok, backend):
+    matcher = backend.compile(StructuredOutputsParams(regex="ab|cd")).matcher()
+    start = _allowed(matcher, tok.vocab_size)
+    ids = tok.encode("ab", add_special_tokens=False)
+    for t in ids:
+        assert matcher.accept(t)
+    assert matcher.is_terminated()
+    matcher.rollback(len(ids))
+    assert not matcher.can_end() and _allowed(matcher, tok.vocab_size) == start
+
+
+def test_a_refused_token_is_reported(tok, backend):
+    matcher = backend.compile(StructuredOutputsParams(regex="[0-9]+")).matcher()
+    assert not matcher.accept(tok.encode("x", add_special_tokens=False)[0])
+
+
+def test_bitmask_beyond_the_mask_width_is_disallowed():
+    bitmask = np.zeros((1, 1), dtype=np.int32)
+    bitmask[0, 0] = 0b101
+    logits = torch.zeros(1, 40)
+    apply_bitmask(logits, bitmask)
+    assert torch.nonzero(logits[0] == 0).flatten().tolist() == [0, 2]
+
+
+def test_compiler_builds_its_backend_once_and_caches_by_spec(backend):
+    built = []
+
+    def make():
+        built.append(1)
+        return backend
+
+    compiler = GrammarCompiler(make, capacity=2)
+    a = compiler.compile(StructuredOutputsParams(json={"type": "object", "required": []}))
+    assert compiler.compile(StructuredOutputsParams(json='{"required": [], "type": "object"}')) is a
+    compiler.compile(StructuredOutputsParams(regex="x"))
+    compiler.compile(StructuredOutputsParams(regex="y"))
+    assert (
+        compiler.compile(StructuredOutputsParams(json={"type": "object", "required": []})) is not a
+    )
+    assert built == [1]
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({}, "exactly one"),
+        ({"regex": "a", "grammar": "start: a"}, "exactly one"),
+        ({"choice": []}, "structured_outputs.choice must be a non-empty"),
+        ({"choice": ["a", 1]}, "structured_outputs.choice must hold only strings"),
+        ({"regex": ""}, "structured_outputs.regex must be a non-empty string"),
+        ({"json": "[1,"}, "structured_outputs.json is not valid JSON"),
+        ({"json": [1]}, "structured_outputs.json must be a JSON schema"),
+    ],
+)
+def test_params_are_checked_on_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        StructuredOutputsParams(**kwargs)
+
+
+def test_sampling_params_take_a_dict():
+    params = SamplingParams(structured_outputs={"json_object": True})
+    assert params.structured_outputs == StructuredOutputsParams(json_object=True)
+    assert params.structured_outputs.kind == "json_object"
