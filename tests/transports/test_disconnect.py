@@ -52,11 +52,14 @@ async def test_200_streaming_clients_that_time_out_all_abort(server, async_clien
 
     async def impatient_client(i: int) -> None:
         nonlocal timed_out
-        with anyio.move_on_after(0.5) as scope:
-            stream = await async_client.completions.create(
-                model=MODEL, prompt=f"request {i}", stream=True, **LONG
-            )
-            async with stream:  # leaving it closes the connection
+        stream = await async_client.completions.create(
+            model=MODEL, prompt=f"request {i}", stream=True, **LONG
+        )
+        async with stream:  # leaving it closes the connection
+            # The first chunk shows the engine has the request (on a loaded machine 200
+            # connections take a while to be accepted); the client gives up 0.5 s later.
+            await stream.__anext__()
+            with anyio.move_on_after(0.5) as scope:
                 async for _ in stream:
                     pass
         timed_out += scope.cancelled_caught
