@@ -188,10 +188,15 @@ class InputProcessor:
             raise ValueError(
                 f"expected SamplingParams or PoolingParams, got {type(params).__name__}"
             )
+        return self._prepare_sampling(prompt, params)[0]
+
+    def _prepare_sampling(
+        self, prompt: PromptType, params: SamplingParams
+    ) -> tuple[TokensPrompt, CompiledGrammar | None]:
         tokens = self.tokenize(prompt)
         self.check_sampling(params, len(tokens["prompt_token_ids"]))
-        self.compile_grammar(params)  # an invalid constraint fails here; compiled once, cached
-        return tokens
+        # An invalid constraint fails here, before anything is queued.
+        return tokens, self.compile_grammar(params)
 
     def process(
         self,
@@ -202,12 +207,13 @@ class InputProcessor:
     ) -> tuple[RequestState, list[Request]]:
         """Tokenize and check one prompt; returns its output state and the core's requests."""
         request_id = request_id or new_request_id()
-        text, ids = _unpack(self.prepare(prompt, params))
-        if isinstance(params, PoolingParams):
+        if not isinstance(params, SamplingParams):
+            text, ids = _unpack(self.prepare(prompt, params))
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
             return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
-        assert isinstance(params, SamplingParams)  # prepare() checked the type
-        grammar = self.compile_grammar(params)
+        self.check_task(params)
+        tokens, grammar = self._prepare_sampling(prompt, params)
+        text, ids = _unpack(tokens)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         completions, requests = [], []
