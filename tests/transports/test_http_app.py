@@ -86,6 +86,24 @@ async def test_mounted_under_a_prefix_with_api_key(engine):
 
 
 @pytest.mark.anyio
+async def test_the_chat_page_is_off_unless_asked_and_needs_no_key(engine):
+    async with client_for(create_app(engine)) as client:
+        assert (await client.get("/")).status_code == 404
+    outer = Starlette(routes=[Mount("/llm", app=create_app(engine, api_key="k", ui=True))])
+    async with client_for(outer) as client:
+        page = await client.get("/llm/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        # Relative URLs, so that the page works under any prefix.
+        assert 'src="ui/app.js"' in page.text and 'href="ui/style.css"' in page.text
+        script = await client.get("/llm/ui/app.js")
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert "script-src 'self'" in script.headers["content-security-policy"]
+        assert (await client.get("/llm/ui/style.css")).status_code == 200
+        assert (await client.get("/llm/ui/other.js")).status_code == 401
+        assert (await client.get("/llm/v1/models")).status_code == 401
+
+
+@pytest.mark.anyio
 async def test_metrics_count_finished_requests_and_tokens(engine):
     async with client_for(create_app(engine, api_key="k", metrics_require_api_key=True)) as client:
         assert (await client.get("/metrics")).status_code == 401

@@ -56,6 +56,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--log-prompts", action="store_true", help="log prompts (off by default)")
     serve.add_argument("--max-log-len", type=int, help="cut logged prompts to this many characters")
     serve.add_argument(
+        "--no-ui",
+        action="store_true",
+        help="do not serve the chat page at / (the API routes stay)",
+    )
+    serve.add_argument(
         "--shutdown-timeout",
         type=float,
         default=30.0,
@@ -100,6 +105,7 @@ def serve_command(args: argparse.Namespace) -> int:
         middleware=middleware,
         enable_server_load_tracking=args.enable_server_load_tracking,
         access_log=not args.disable_uvicorn_access_log,
+        ui=not args.no_ui,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = args.uvicorn_log_level or args.log_level

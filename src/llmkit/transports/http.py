@@ -49,6 +49,7 @@ from llmkit.transports.http_middleware import (
     request_id,
 )
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
+from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,20 +76,23 @@ def create_app(
     middleware: Sequence[Middleware | Callable[..., Any]] = (),
     enable_server_load_tracking: bool = False,
     access_log: bool = True,
+    ui: bool = False,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
     ``served_model_name``: the name(s) clients use (default: the engine's model);
-    ``api_key``: one key or several, required on every route but /health (and /metrics
-    and /load unless ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
-    ``log_prompts`` puts prompts (cut to ``max_log_len`` characters) in the request log;
+    ``api_key``: one key or several, required on every route but /health and the chat
+    page (and /metrics and /load unless ``metrics_require_api_key``);
+    ``allowed_origins`` turns on CORS; ``log_prompts`` puts prompts (cut to
+    ``max_log_len`` characters) in the request log;
     ``owns_engine`` starts the engine with the app's lifespan and shuts it down after;
     ``options`` shape the answers (see ServingOptions); ``middleware``: Starlette
     ``Middleware`` objects, ASGI middleware classes or factories (called with the app), or
     ``async def dispatch(request, call_next)`` functions, wrapped around everything in
     the order given, as ``app.add_middleware`` calls would (the last one is outermost);
     ``enable_server_load_tracking`` makes ``GET /load`` count POST requests in flight
-    (else it reports 0); ``access_log=False`` drops the per-request log line.
+    (else it reports 0); ``access_log=False`` drops the per-request log line; ``ui``
+    serves the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
     """
     if isinstance(served_model_name, str):
@@ -119,6 +123,8 @@ def create_app(
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/load", api.load, methods=["GET"]),
     ]
+    if ui:
+        routes += ui_routes()
     stack = [_as_middleware(item) for item in reversed(middleware)]
     if allowed_origins:
         stack.append(
@@ -136,6 +142,8 @@ def create_app(
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics", "/load"}
+        if ui:
+            open_paths |= PAGE_PATHS
         stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
     if enable_server_load_tracking:
         stack.append(Middleware(LoadTrackingMiddleware, load=load))
