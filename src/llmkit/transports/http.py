@@ -24,7 +24,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 import llmkit
 from llmkit.engine.protocol import EngineProtocol
@@ -43,12 +43,14 @@ from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
+    ApiKeys,
     LoadTrackingMiddleware,
     RequestContextMiddleware,
     ServerLoad,
     request_id,
 )
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
+from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,6 +77,7 @@ def create_app(
     middleware: Sequence[Middleware | Callable[..., Any]] = (),
     enable_server_load_tracking: bool = False,
     access_log: bool = True,
+    websocket: WebSocketOptions | None = None,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
@@ -88,7 +91,9 @@ def create_app(
     ``async def dispatch(request, call_next)`` functions, wrapped around everything in
     the order given, as ``app.add_middleware`` calls would (the last one is outermost);
     ``enable_server_load_tracking`` makes ``GET /load`` count POST requests in flight
-    (else it reports 0); ``access_log=False`` drops the per-request log line.
+    (else it reports 0); ``access_log=False`` drops the per-request log line;
+    ``websocket``: the limits of the ``/v1/ws`` endpoint (see WebSocketOptions), which
+    takes the same keys and, from browsers, only ``allowed_origins`` (or the page's own).
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
     """
     if isinstance(served_model_name, str):
@@ -107,6 +112,8 @@ def create_app(
     )
     load = ServerLoad()
     api = _Routes(ctx, metrics, load)
+    keys = ApiKeys([api_key] if isinstance(api_key, str) else list(api_key or []))
+    ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions())
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -118,6 +125,7 @@ def create_app(
         Route("/version", api.version, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/load", api.load, methods=["GET"]),
+        WebSocketRoute("/v1/ws", ws.handle),
     ]
     stack = [_as_middleware(item) for item in reversed(middleware)]
     if allowed_origins:
@@ -132,7 +140,6 @@ def create_app(
             )
         )
     stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
-    keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics", "/load"}
