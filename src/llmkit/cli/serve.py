@@ -12,7 +12,13 @@ import uvicorn
 
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
 from llmkit.cli.serve_flags import add_server_flags
-from llmkit.cli.serve_setup import apply_log_config, load_middleware, serving_options, tls_settings
+from llmkit.cli.serve_setup import (
+    apply_log_config,
+    load_middleware,
+    serving_options,
+    tls_settings,
+    websocket_settings,
+)
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
@@ -87,6 +93,7 @@ def serve_command(args: argparse.Namespace) -> int:
     tls = tls_settings(args)
     middleware = load_middleware(args.middleware)
     options = serving_options(args)
+    websocket, ws_settings = websocket_settings(args)
     engine, name = _served_engine(args)
     app = create_app(
         engine,
@@ -105,6 +112,7 @@ def serve_command(args: argparse.Namespace) -> int:
         middleware=middleware,
         enable_server_load_tracking=args.enable_server_load_tracking,
         access_log=not args.disable_uvicorn_access_log,
+        websocket=websocket,
         ui=not args.no_ui,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
@@ -124,6 +132,7 @@ def serve_command(args: argparse.Namespace) -> int:
         log_config=log_config,
         log_level=log_level,
         **tls,
+        **ws_settings,
     )
     _DrainingServer(server_config, app.state.serving).run()
     return 0

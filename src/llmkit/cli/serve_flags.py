@@ -43,6 +43,47 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help='count requests in flight for GET /load ({"server_load": N}); else /load says 0',
     )
+    ws = parser.add_argument_group("WebSocket (/v1/ws)")
+    ws.add_argument(
+        "--ws-max-connections",
+        type=int,
+        default=256,
+        help="WebSocket connections at once; one more is closed with code 1013 (default: 256)",
+    )
+    ws.add_argument(
+        "--ws-max-requests",
+        type=int,
+        default=128,
+        help="requests in flight on one WebSocket connection; one more gets an error "
+        "message (default: 128)",
+    )
+    ws.add_argument(
+        "--ws-max-message-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        help="the largest WebSocket message taken; a larger one closes the connection with "
+        "code 1009 (default: 4 MiB)",
+    )
+    ws.add_argument(
+        "--ws-idle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a WebSocket connection with nothing in flight may stay silent before "
+        "it is closed (default: 300)",
+    )
+    ws.add_argument(
+        "--ws-ping-interval",
+        type=float,
+        default=20.0,
+        help="seconds between the server's WebSocket pings (default: 20)",
+    )
+    ws.add_argument(
+        "--ws-ping-timeout",
+        type=float,
+        default=20.0,
+        help="seconds to wait for a pong before dropping the connection and aborting its "
+        "requests (default: 20)",
+    )
     logs = parser.add_argument_group("logging")
     logs.add_argument(
         "--log-config-file",

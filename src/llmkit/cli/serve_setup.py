@@ -9,9 +9,12 @@ import json
 import logging.config
 import ssl
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from llmkit.serving.options import ServingOptions
+
+if TYPE_CHECKING:
+    from llmkit.transports.websocket import WebSocketOptions
 
 
 def _fail(flag: str, message: str) -> NoReturn:
@@ -118,3 +121,27 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
         force_include_usage=args.enable_force_include_usage,
         prompt_tokens_details=args.enable_prompt_tokens_details,
     )
+
+
+def websocket_settings(args: argparse.Namespace) -> tuple[WebSocketOptions, dict[str, Any]]:
+    """The /v1/ws endpoint's limits, and uvicorn's ws_* settings that go with them."""
+    from llmkit.transports.websocket import WebSocketOptions
+
+    for flag in ("ws_max_connections", "ws_max_requests", "ws_max_message_bytes"):
+        if getattr(args, flag) < 1:
+            _fail("--" + flag.replace("_", "-"), "must be at least 1")
+    for flag in ("ws_idle_timeout", "ws_ping_interval", "ws_ping_timeout"):
+        if getattr(args, flag) <= 0:
+            _fail("--" + flag.replace("_", "-"), "must be more than 0")
+    options = WebSocketOptions(
+        max_connections=args.ws_max_connections,
+        max_requests_per_connection=args.ws_max_requests,
+        max_message_bytes=args.ws_max_message_bytes,
+        idle_timeout_s=args.ws_idle_timeout,
+    )
+    uvicorn_settings = {
+        "ws_max_size": args.ws_max_message_bytes,
+        "ws_ping_interval": args.ws_ping_interval,
+        "ws_ping_timeout": args.ws_ping_timeout,
+    }
+    return options, uvicorn_settings

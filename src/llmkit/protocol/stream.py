@@ -27,7 +27,7 @@ cannot be served, naming the field at fault.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
@@ -37,7 +37,7 @@ from llmkit.protocol.stream_data import (
     Message,
     Params,
     ProtocolError,
-    describe,
+    field_of,
     kind_of,
     matches,
     model_info_to_wire,
@@ -45,12 +45,12 @@ from llmkit.protocol.stream_data import (
     param_of,
     params_from_wire,
     params_to_wire,
+    request_id_of,
     stats_to_wire,
 )
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 PROTOCOL_VERSION = 1
-MAX_ID_LENGTH = 256
 
 
 # ---- client -> server ---------------------------------------------------------------------
@@ -96,27 +96,27 @@ def parse_client_message(obj: object) -> ClientMessage:
         raise ProtocolError(f"a message must be a map, got {kind_of(obj)}")
     kind = obj.get("type")
     if kind == "hello":
-        return Hello(_get(obj, "version", int))
+        return Hello(field_of(obj, "version", int))
     if kind in ("generate", "encode"):
-        rid = _id(obj)
+        rid = request_id_of(obj)
         try:
             return Submit(
                 kind=kind,
                 id=rid,
                 prompt=_prompt(obj.get("prompt", MISSING)),
                 params=params_from_wire(
-                    _get(obj, "params", dict, {}),
+                    field_of(obj, "params", dict, {}),
                     SamplingParams if kind == "generate" else PoolingParams,
                 ),
-                priority=_get(obj, "priority", int, 0),
+                priority=field_of(obj, "priority", int, 0),
             )
         except ProtocolError as exc:
             exc.request_id = rid
             raise
     if kind == "abort":
-        return Abort(_id(obj))
+        return Abort(request_id_of(obj))
     if kind == "close":
-        return Close(_id(obj))
+        return Close(request_id_of(obj))
     if kind in ("stats", "health"):
         return Query(kind)
     if not isinstance(kind, str):
@@ -225,24 +225,6 @@ def error_from_wire(error: Message) -> Exception:
 
 
 # ---- checks -------------------------------------------------------------------------------
-
-
-def _get(obj: Message, name: str, kind: Any, default: Any = MISSING) -> Any:
-    value = obj.get(name, MISSING)
-    if value is MISSING and default is not MISSING:
-        return default
-    if not matches(value, kind):
-        raise ProtocolError(f"{name} must be {describe(kind)}, got {kind_of(value)}", name)
-    return value
-
-
-def _id(obj: Message) -> str:
-    rid = _get(obj, "id", str)
-    if not 0 < len(rid) <= MAX_ID_LENGTH:
-        raise ProtocolError(
-            f"id must be 1 to {MAX_ID_LENGTH} characters long, got {len(rid)}", "id"
-        )
-    return rid
 
 
 def _prompt(value: object) -> PromptType:

@@ -198,6 +198,29 @@ def model_info_from_wire(data: Message) -> ModelInfo:
 # ---- type checks ------------------------------------------------------------------------
 
 
+MAX_ID_LENGTH = 256
+
+
+def field_of(obj: Message, name: str, kind: Any, default: Any = MISSING) -> Any:
+    """``obj[name]``, checked against the type hint ``kind`` (or ``default`` when absent)."""
+    value = obj.get(name, MISSING)
+    if value is MISSING and default is not MISSING:
+        return default
+    if not matches(value, kind):
+        raise ProtocolError(f"{name} must be {describe(kind)}, got {kind_of(value)}", name)
+    return value
+
+
+def request_id_of(obj: Message) -> str:
+    """A message's ``id``: a client-chosen string of 1 to MAX_ID_LENGTH characters."""
+    rid = field_of(obj, "id", str)
+    if not 0 < len(rid) <= MAX_ID_LENGTH:
+        raise ProtocolError(
+            f"id must be 1 to {MAX_ID_LENGTH} characters long, got {len(rid)}", "id"
+        )
+    return rid
+
+
 def matches(value: object, hint: Any) -> bool:
     """Whether ``value`` (plain data) has the type ``hint`` names; bools are not numbers."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)

@@ -24,7 +24,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 import llmkit
 from llmkit.engine.protocol import EngineProtocol
@@ -43,6 +43,7 @@ from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
+    ApiKeys,
     LoadTrackingMiddleware,
     RequestContextMiddleware,
     ServerLoad,
@@ -50,6 +51,7 @@ from llmkit.transports.http_middleware import (
 )
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
+from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -76,6 +78,7 @@ def create_app(
     middleware: Sequence[Middleware | Callable[..., Any]] = (),
     enable_server_load_tracking: bool = False,
     access_log: bool = True,
+    websocket: WebSocketOptions | None = None,
     ui: bool = False,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
@@ -91,8 +94,10 @@ def create_app(
     ``async def dispatch(request, call_next)`` functions, wrapped around everything in
     the order given, as ``app.add_middleware`` calls would (the last one is outermost);
     ``enable_server_load_tracking`` makes ``GET /load`` count POST requests in flight
-    (else it reports 0); ``access_log=False`` drops the per-request log line; ``ui``
-    serves the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
+    (else it reports 0); ``access_log=False`` drops the per-request log line;
+    ``websocket``: the limits of the ``/v1/ws`` endpoint (see WebSocketOptions), which
+    takes the same keys and, from browsers, only ``allowed_origins`` (or the page's own);
+    ``ui`` serves the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
     """
     if isinstance(served_model_name, str):
@@ -111,6 +116,8 @@ def create_app(
     )
     load = ServerLoad()
     api = _Routes(ctx, metrics, load)
+    keys = ApiKeys([api_key] if isinstance(api_key, str) else list(api_key or []))
+    ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions())
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -122,6 +129,7 @@ def create_app(
         Route("/version", api.version, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/load", api.load, methods=["GET"]),
+        WebSocketRoute("/v1/ws", ws.handle),
     ]
     if ui:
         routes += ui_routes()
@@ -138,7 +146,6 @@ def create_app(
             )
         )
     stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
-    keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics", "/load"}

@@ -29,7 +29,7 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
             return value.decode("latin-1")
@@ -55,7 +55,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = _header(scope, b"x-request-id")
+        rid = header(scope, b"x-request-id")
         if not rid or len(rid) > _MAX_REQUEST_ID_LEN or not rid.isprintable():
             rid = uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = rid
@@ -89,30 +89,47 @@ class RequestContextMiddleware:
                 )
 
 
-class ApiKeyMiddleware:
-    """Requires ``Authorization: Bearer <key>`` on every path but the open ones."""
+class ApiKeys:
+    """The server's API keys, compared in constant time."""
 
-    def __init__(self, app: ASGIApp, keys: list[str], open_paths: frozenset[str]):
-        self.app = app
+    def __init__(self, keys: list[str]):
         self._keys = [k.encode() for k in keys]
-        self._open = open_paths
 
-    def _valid(self, header: str | None) -> bool:
-        if header is None or header[:7].lower() != "bearer ":
-            return False
-        token = header[7:].strip().encode()
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def valid_token(self, token: str) -> bool:
         # Compare with every key, so timing tells nothing about which one nearly matched.
         matched = False
         for key in self._keys:
-            matched |= hmac.compare_digest(token, key)
+            matched |= hmac.compare_digest(token.encode(), key)
         return matched
+
+    def valid_header(self, value: str | None) -> bool:
+        """Whether an ``Authorization: Bearer <key>`` header holds a key."""
+        if value is None or value[:7].lower() != "bearer ":
+            return False
+        return self.valid_token(value[7:].strip())
+
+
+class ApiKeyMiddleware:
+    """Requires ``Authorization: Bearer <key>`` on every path but the open ones.
+
+    WebSocket scopes pass: the WebSocket endpoint checks keys before it accepts, as
+    browsers send them as a subprotocol token.
+    """
+
+    def __init__(self, app: ASGIApp, keys: ApiKeys, open_paths: frozenset[str]):
+        self.app = app
+        self._keys = keys
+        self._open = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] != "http"
             or scope["method"] == "OPTIONS"  # CORS preflights carry no credentials
             or route_path(scope) in self._open
-            or self._valid(_header(scope, b"authorization"))
+            or self._keys.valid_header(header(scope, b"authorization"))
         ):
             await self.app(scope, receive, send)
             return

@@ -1,0 +1,343 @@
+"""The WebSocket endpoint at ``/v1/ws``: many streamed OpenAI requests on one connection.
+
+The messages are in :mod:`llmkit.protocol.websocket`. Each request runs the same serving
+function as an SSE stream, with an ``emit`` that sends a ``chunk`` message. Sends on a
+connection take turns, and a request's task reads its next engine output only once its
+last chunk is written, so a slow client holds at most one message per request here while
+the engine stream coalesces the rest into the next chunk: no queue grows per connection.
+
+Keys and the ``Origin`` are checked before the upgrade is accepted: a browser cannot set
+``Authorization`` on a WebSocket, so the key may come as the subprotocol token
+``llmkit.bearer.<key>``; the server selects only the plain protocol name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.lowlevel
+import msgpack
+from pydantic import BaseModel, ValidationError
+from starlette.responses import Response
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
+from llmkit.protocol.stream_data import Message, ProtocolError
+from llmkit.protocol.websocket import (
+    BEARER_PREFIX,
+    JSON_PROTOCOL,
+    MSGPACK_PROTOCOL,
+    Cancel,
+    Create,
+    DoneStatus,
+    done_message,
+    openai_error_message,
+    parse_message,
+    protocol_error,
+)
+from llmkit.serving import chat, completions
+from llmkit.serving.chat import ChatJob
+from llmkit.serving.completions import CompletionJob
+from llmkit.serving.context import ServingContext
+from llmkit.serving.errors import OpenAIError, from_engine_error, from_validation_error
+from llmkit.serving.stream import Emit
+from llmkit.transports.http_middleware import ApiKeys
+
+logger = logging.getLogger(__name__)
+
+# Close codes (RFC 6455): the message was too big; try again later (too many connections).
+CLOSE_TOO_BIG = 1009
+CLOSE_TRY_AGAIN_LATER = 1013
+
+Frame = str | bytes
+
+
+@dataclass(frozen=True)
+class WebSocketOptions:
+    """Limits of the ``/v1/ws`` endpoint.
+
+    Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``):
+    they find dead peers. ``idle_timeout_s`` closes a connection that sent nothing and had
+    no request in flight for that long.
+    """
+
+    max_connections: int = 256
+    max_requests_per_connection: int = 128
+    max_message_bytes: int = 4 * 1024 * 1024
+    idle_timeout_s: float = 300.0
+
+
+class WebSocketEndpoint:
+    """The ``/v1/ws`` handler of one app: the checks before the upgrade, then a connection."""
+
+    def __init__(
+        self,
+        ctx: ServingContext,
+        keys: ApiKeys,
+        allowed_origins: Sequence[str] | None,
+        options: WebSocketOptions,
+    ):
+        self._ctx = ctx
+        self._keys = keys
+        self._origins = set(allowed_origins or ())
+        self._options = options
+        self.connections = 0
+
+    async def handle(self, ws: WebSocket) -> None:
+        offered = list(ws.scope.get("subprotocols", []))
+        refusal = self._refusal(ws, offered)
+        if refusal is not None:
+            await _deny(ws, refusal)
+            return
+        subprotocol = next((p for p in (MSGPACK_PROTOCOL, JSON_PROTOCOL) if p in offered), None)
+        await ws.accept(subprotocol)
+        if self.connections >= self._options.max_connections:
+            await ws.close(CLOSE_TRY_AGAIN_LATER, "too many connections; try again later")
+            return
+        self.connections += 1
+        try:
+            await _Connection(self._ctx, ws, _Codec(subprotocol), self._options).serve()
+        finally:
+            self.connections -= 1
+
+    def _refusal(self, ws: WebSocket, offered: list[str]) -> OpenAIError | None:
+        origin = ws.headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin, ws.headers.get("host")):
+            # The origin is the page's, not a secret; it names what to configure.
+            return OpenAIError(
+                403, f"origin {origin} may not open a WebSocket here (see --allowed-origins)"
+            )
+        if self._keys and not (
+            self._keys.valid_header(ws.headers.get("authorization"))
+            or any(
+                self._keys.valid_token(p[len(BEARER_PREFIX) :])
+                for p in offered
+                if p.startswith(BEARER_PREFIX)
+            )
+        ):
+            return OpenAIError(401, "Incorrect or missing API key.", None, "invalid_api_key")
+        return None
+
+    def _origin_allowed(self, origin: str, host: str | None) -> bool:
+        """A listed origin, or, with none listed, the page's own (same host and port)."""
+        if self._origins:
+            return "*" in self._origins or origin in self._origins
+        return host is not None and urlsplit(origin).netloc == host
+
+
+async def _deny(ws: WebSocket, error: OpenAIError) -> None:
+    """Answer the upgrade request with an HTTP error (or a bare 403 if the server cannot)."""
+    if "websocket.http.response" in ws.scope.get("extensions", {}):
+        body = error.body().model_dump_json()
+        await ws.send_denial_response(
+            Response(body, status_code=error.status, media_type="application/json")
+        )
+    else:
+        await ws.close(1008, error.message)
+
+
+class _Codec:
+    """Messages as JSON text frames, or msgpack binary frames with ``llmkit.msgpack``."""
+
+    def __init__(self, subprotocol: str | None):
+        self.binary = subprotocol == MSGPACK_PROTOCOL
+
+    def decode(self, frame: Frame) -> object:
+        if isinstance(frame, str):
+            try:
+                return json.loads(frame)
+            except ValueError as exc:
+                raise ProtocolError(
+                    f"the message is not valid JSON: {exc}", None, "invalid_json"
+                ) from None
+        if not self.binary:
+            raise ProtocolError(
+                f"binary frames need the {MSGPACK_PROTOCOL} subprotocol; send JSON as text",
+                None,
+                "invalid_frame",
+            )
+        try:
+            return msgpack.unpackb(frame, raw=False)
+        except ValueError as exc:
+            raise ProtocolError(
+                f"the message is not valid msgpack: {exc}", None, "invalid_msgpack"
+            ) from None
+
+    def encode(self, message: Message) -> Frame:
+        if self.binary:
+            return msgpack.packb(message, use_bin_type=True)
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+
+    def encode_chunk(self, rid: str, chunk: BaseModel) -> Frame:
+        if self.binary:
+            return self.encode({"type": "chunk", "id": rid, "data": chunk.model_dump(mode="json")})
+        # The chunk is serialized once, as the SSE stream does, and spliced in.
+        return f'{{"type":"chunk","id":{json.dumps(rid)},"data":{chunk.model_dump_json()}}}'
+
+
+@dataclass
+class _Request:
+    job: ChatJob | CompletionJob
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+class _Connection:
+    """One client: its messages read in order, each request streamed by a task of its own."""
+
+    def __init__(
+        self, ctx: ServingContext, ws: WebSocket, codec: _Codec, options: WebSocketOptions
+    ):
+        self._ctx = ctx
+        self._ws = ws
+        self._codec = codec
+        self._options = options
+        self._requests: dict[str, _Request] = {}
+        self._sending = anyio.Lock()
+
+    async def serve(self) -> None:
+        """Until the client leaves, idles out or breaks a limit; its requests are aborted."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                await self._read()
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _read(self) -> None:
+        while True:
+            with anyio.move_on_after(self._options.idle_timeout_s) as idle:
+                message = await self._ws.receive()
+            if idle.cancelled_caught:
+                if self._requests:
+                    continue
+                await self._close(1000, "idle timeout")
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            frame: Frame = message["text"] if message.get("text") is not None else message["bytes"]
+            size = len(frame.encode() if isinstance(frame, str) else frame)
+            if size > self._options.max_message_bytes:
+                await self._close(
+                    CLOSE_TOO_BIG, f"message over {self._options.max_message_bytes} bytes"
+                )
+                return
+            await self._handle(frame)
+
+    async def _handle(self, frame: Frame) -> None:
+        """Act on one message; one that cannot be served gets an error, the connection stays."""
+        try:
+            message = parse_message(self._codec.decode(frame))
+            if isinstance(message, Cancel):
+                self._cancel(message.id)
+            else:
+                await self._create(message)
+        except ProtocolError as exc:
+            await self._send(self._codec.encode(protocol_error(exc)))
+
+    def _cancel(self, rid: str) -> None:
+        request = self._requests.get(rid)
+        if request is None:
+            raise ProtocolError(
+                f"no request with id {rid!r} is in flight on this connection",
+                "id",
+                "unknown_request",
+            )
+        request.scope.cancel()
+
+    async def _create(self, message: Create) -> None:
+        rid = message.id
+        if rid in self._requests:
+            raise ProtocolError(
+                f"id {rid!r} is already in flight on this connection", "id", "duplicate_id"
+            )
+        cap = self._options.max_requests_per_connection
+        try:
+            if len(self._requests) >= cap:
+                raise OpenAIError(
+                    429,
+                    f"this connection already has {cap} requests in flight; wait for one to "
+                    "finish or open another connection",
+                    None,
+                    "too_many_requests",
+                )
+            request = self._start(message)
+        except OpenAIError as exc:
+            await self._fail(rid, exc)
+            return
+        self._requests[rid] = request
+        self._tg.start_soon(self._run, rid, request)
+
+    def _start(self, message: Create) -> _Request:
+        """The request checked and started, as its HTTP route would with ``stream: true``."""
+        ctx, body = self._ctx, {**message.body, "stream": True}
+        try:
+            if message.kind == "chat.completions.create":
+                req = ChatCompletionRequest.model_validate(body)
+                return _Request(chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}"))
+            creq = CompletionRequest.model_validate(body)
+            return _Request(completions.prepare_completion(ctx, creq, f"cmpl-{uuid.uuid4().hex}"))
+        except ValidationError as exc:
+            raise from_validation_error(exc) from None
+
+    async def _produce(self, job: ChatJob | CompletionJob, emit: Emit) -> None:
+        if isinstance(job, ChatJob):
+            await chat.stream_chat(self._ctx, job, emit)
+        else:
+            await completions.stream_completion(self._ctx, job, emit)
+
+    async def _run(self, rid: str, request: _Request) -> None:
+        status: DoneStatus = "finished"
+
+        async def emit(chunk: BaseModel) -> None:
+            await self._send(self._codec.encode_chunk(rid, chunk))
+
+        with request.scope:
+            try:
+                await self._produce(request.job, emit)
+            except OpenAIError as exc:
+                status = "failed"
+                await self._send_error(rid, exc)
+            except Exception as exc:
+                logger.exception("a WebSocket request failed")
+                status = "failed"
+                await self._send_error(rid, from_engine_error(exc))
+            finally:
+                for stream in request.job.streams:
+                    stream.close()
+        if request.scope.cancelled_caught:
+            status = "cancelled"
+        del self._requests[rid]
+        await self._send(self._codec.encode(done_message(rid, status)))
+
+    async def _fail(self, rid: str, error: OpenAIError) -> None:
+        await self._send_error(rid, error)
+        await self._send(self._codec.encode(done_message(rid, "failed")))
+
+    async def _send_error(self, rid: str, error: OpenAIError) -> None:
+        body: dict[str, Any] = error.body().error.model_dump()
+        await self._send(self._codec.encode(openai_error_message(rid, body)))
+
+    async def _send(self, frame: Frame) -> None:
+        """Send one message, after those before it; a client that is gone ends the connection."""
+        async with self._sending:
+            try:
+                if isinstance(frame, str):
+                    await self._ws.send_text(frame)
+                else:
+                    await self._ws.send_bytes(frame)
+            except (WebSocketDisconnect, OSError, RuntimeError):
+                self._tg.cancel_scope.cancel()
+                await anyio.lowlevel.checkpoint()
+
+    async def _close(self, code: int, reason: str) -> None:
+        async with self._sending:
+            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
+                await self._ws.close(code, reason)
