@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,10 +66,11 @@ class Frames:
     def __init__(self, page: Page):
         self.sent: list[dict] = []
         self.received: list[dict] = []
-        self.protocols: list[str | None] = []
+        self.urls: list[str] = []
         page.on("websocket", self._watch)
 
     def _watch(self, ws) -> None:
+        self.urls.append(ws.url)
         ws.on("framesent", lambda payload: self.sent.append(json.loads(payload)))
         ws.on("framereceived", lambda payload: self.received.append(json.loads(payload)))
 
@@ -180,6 +182,12 @@ def test_the_page_asks_for_the_key_and_then_works(module_server, browser):
     page = browser.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     frames = Frames(page)
+    # The handshake's headers, which only the DevTools protocol shows.
+    handshake: dict[str, dict] = {}
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.on("Network.webSocketWillSendHandshakeRequest", lambda e: handshake.update(sent=e))
+    cdp.on("Network.webSocketHandshakeResponseReceived", lambda e: handshake.update(got=e))
     page.goto(server.url + "/")
     key = page.get_by_label("API key")
     expect(key).to_be_visible()
@@ -196,9 +204,58 @@ def test_the_page_asks_for_the_key_and_then_works(module_server, browser):
     watch_reply(page)
     expect(page.get_by_role("status")).to_contain_text("Done:")
     assert frames.done(frames.sent[0]["id"]) == ["finished"]
+    # The key went as a subprotocol token; the server chose the plain protocol name.
+    sent = {k.lower(): v for k, v in handshake["sent"]["request"]["headers"].items()}
+    got = {k.lower(): v for k, v in handshake["got"]["response"]["headers"].items()}
+    assert sent["sec-websocket-protocol"] == f"llmkit.json, llmkit.bearer.{KEY}"
+    assert got["sec-websocket-protocol"] == "llmkit.json"
+    assert frames.urls == [server.url.replace("http:", "ws:") + "/v1/ws"]
     assert page.evaluate("sessionStorage.getItem('llmkit.apiKey')") == KEY
     assert KEY not in page.url
     screenshot(page, "chat_page_with_key.png")
+    page.close()
+
+
+# A service with llmkit (and its page) mounted under /llm, as in
+# examples/mount_in_fastapi_or_starlette.py.
+MOUNTED_SERVICE = """
+import contextlib, sys
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from llmkit import AsyncEngine, EngineConfig
+from llmkit.transports.http import create_app
+
+engine = AsyncEngine(EngineConfig(model=sys.argv[1]))
+
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    async with engine:
+        yield
+
+llm = create_app(engine, served_model_name="mounted", ui=True)
+app = Starlette(routes=[Mount("/llm", app=llm)], lifespan=lifespan)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+"""
+
+
+def test_the_page_works_under_a_prefix(start_process, tiny_model, tmp_path, browser):
+    script = tmp_path / "service.py"
+    script.write_text(MOUNTED_SERVICE)
+    _, url = start_process(
+        lambda port: [sys.executable, str(script), tiny_model, str(port)], "/llm/health"
+    )
+    page = browser.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    frames = Frames(page)
+    page.goto(url + "/llm")
+    assert page.url == url + "/llm/"
+    expect(page.get_by_label("Model")).to_have_value("mounted")
+    ask(page, "Hello", 8)
+    watch_reply(page)
+    expect(page.get_by_role("status")).to_contain_text("Done:")
+    assert frames.urls == [url.replace("http:", "ws:") + "/llm/v1/ws"]
+    assert frames.done(frames.sent[0]["id"]) == ["finished"]
     page.close()
 
 
