@@ -73,3 +73,33 @@ def test_unix_client_talks_to_an_engine_in_another_process(tiny_model, tmp_path)
 def test_structured_json_prints_parsed_objects(tiny_model):
     out = _run("structured_json.py", tiny_model)
     assert out.count("->") == 3
+
+
+def test_websocket_chat_streams_two_chats_and_cancels_a_third(tiny_model, tmp_path):
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "llmkit.cli", "serve", tiny_model, "--port", str(port)],
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while server.poll() is None and time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        out = _run("websocket_chat.py", f"ws://127.0.0.1:{port}/v1/ws")
+    finally:
+        server.terminate()
+        server.wait(30)
+    lines = out.splitlines()
+    assert "[a] finished: length" in lines and "[b] finished: length" in lines
+    assert lines.count("[c] cancelled after 2 chunks") == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

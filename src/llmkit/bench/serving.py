@@ -160,7 +160,8 @@ def openai_client(base_url: str, api_key: str | None, connections: int) -> opena
     )
 
 
-async def _level(concurrency: int, prompts: list[str], rounds: int, load: Load) -> LevelResult:
+async def run_level(concurrency: int, prompts: list[str], rounds: int, load: Load) -> LevelResult:
+    """``concurrency`` clients, each sending its ``rounds`` prompts one after another."""
     results: list[RequestResult] = []
 
     async def client(worker: int) -> None:
@@ -202,7 +203,7 @@ async def _run_levels(
             runs: dict[str, list[LevelResult]] = {name: [] for name in loads}
             for _ in range(options.repeat):
                 for name, load in loads.items():
-                    runs[name].append(await _level(c, prompts, options.rounds, load))
+                    runs[name].append(await run_level(c, prompts, options.rounds, load))
             for name in loads:
                 best[name].append(max(runs[name], key=lambda r: r.tokens_per_s))
     return best["http"], best.get("direct")

@@ -1,0 +1,348 @@
+"""/v1/ws against a real `llmkit serve`: the `websockets` client, the openai client for HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from llmkit.transports.websocket_client import WebSocketClient, WebSocketError
+
+pytestmark = pytest.mark.anyio
+
+API_KEY = "ws-test-key"
+ORIGIN = "http://ui.example"
+MAX_CONNECTIONS = 3
+MAX_REQUESTS = 40
+MAX_MESSAGE = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def ws_server(module_server, tiny_model) -> Any:
+    return module_server(
+        tiny_model,
+        "--max-model-len",
+        "256",
+        "--served-model-name",
+        "tiny",
+        "--api-key",
+        API_KEY,
+        "--allowed-origins",
+        ORIGIN,
+        "--ws-max-connections",
+        str(MAX_CONNECTIONS),
+        "--ws-max-requests",
+        str(MAX_REQUESTS),
+        "--ws-max-message-bytes",
+        str(MAX_MESSAGE),
+        "--max-num-seqs",
+        "48",
+        "--log-level",
+        "warning",
+    )
+
+
+def ws_url(server: Any) -> str:
+    return server.url.replace("http://", "ws://") + "/v1/ws"
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {API_KEY}"}
+
+
+async def raw(server: Any, **kwargs) -> ClientConnection:
+    kwargs.setdefault("additional_headers", auth())
+    return await connect(ws_url(server), **kwargs)
+
+
+async def next_message(ws: ClientConnection, timeout: float = 30) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), timeout))
+
+
+async def until(ws: ClientConnection, kind: str, rid: str | None = None) -> dict:
+    """Read messages until one of type ``kind`` (for request ``rid``) comes."""
+    while True:
+        message = await next_message(ws)
+        if message["type"] == kind and (rid is None or message["id"] == rid):
+            return message
+
+
+def chat_body(i: int, max_tokens: int = 12) -> dict:
+    return {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": f"question number {i}"}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+
+
+async def gauge(server: Any, name: str) -> float:
+    async with httpx.AsyncClient(timeout=10) as http:
+        text = (await http.get(server.url + "/metrics")).text
+    for line in text.splitlines():
+        if line.startswith((name + " ", name + "{")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+async def wait_idle(server: Any, timeout: float) -> float:
+    """Seconds until no request runs or waits and no KV block is in use."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if (
+            await gauge(server, "llmkit:num_requests_running") == 0
+            and await gauge(server, "llmkit:num_requests_waiting") == 0
+            and await gauge(server, "llmkit:kv_cache_usage_perc") == 0
+        ):
+            return time.monotonic() - start
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"requests still in the engine after {timeout} s")
+
+
+@pytest.fixture
+async def client(ws_server) -> AsyncIterator[WebSocketClient]:
+    async with WebSocketClient(ws_url(ws_server), api_key=API_KEY) as ws_client:
+        yield ws_client
+
+
+async def collect_chat(stream) -> str:
+    text = ""
+    async for chunk in stream:
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+    return text
+
+
+async def test_32_concurrent_chats_on_one_connection_equal_http(ws_server, client):
+    bodies = [chat_body(i, max_tokens=8 + i % 9) for i in range(32)]
+    over_ws = await asyncio.gather(*(collect_chat(client.chat(**b)) for b in bodies))
+    async with openai.AsyncOpenAI(
+        base_url=ws_server.base_url, api_key=API_KEY, max_retries=0
+    ) as http:
+        answers = await asyncio.gather(*(http.chat.completions.create(**b) for b in bodies))
+    assert over_ws == [a.choices[0].message.content for a in answers]
+    assert all(over_ws)
+
+
+async def test_completions_stream_with_usage_like_sse(ws_server, client):
+    body = {"model": "tiny", "prompt": "one two", "max_tokens": 6, "temperature": 0}
+    chunks = [c async for c in client.completions(**body, stream_options={"include_usage": True})]
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
+    text = "".join(choice.text for c in chunks for choice in c.choices)
+    sse = openai.OpenAI(base_url=ws_server.base_url, api_key=API_KEY, max_retries=0)
+    assert text == sse.completions.create(**body).choices[0].text
+
+
+async def test_msgpack_frames_carry_the_same_stream(ws_server, client):
+    async with WebSocketClient(ws_url(ws_server), api_key=API_KEY, use_msgpack=True) as packed:
+        assert await collect_chat(packed.chat(**chat_body(3))) == await collect_chat(
+            client.chat(**chat_body(3))
+        )
+
+
+async def test_cancel_frees_blocks_while_the_others_go_on(ws_server):
+    ws = await raw(ws_server)
+    async with ws:
+        await ws.send(
+            json.dumps({"type": "chat.completions.create", "id": "long", "body": chat_body(0, 200)})
+        )
+        for i in range(3):
+            body = chat_body(i + 1, 40)
+            await ws.send(
+                json.dumps({"type": "chat.completions.create", "id": f"o{i}", "body": body})
+            )
+        await until(ws, "chunk", "long")
+        await ws.send(json.dumps({"type": "cancel", "id": "long"}))
+        cancelled_at = time.monotonic()
+        done: dict[str, str] = {}
+        while len(done) < 4:
+            message = await next_message(ws)
+            assert message["type"] in ("chunk", "done"), message
+            if message["type"] == "done":
+                done[message["id"]] = message["status"]
+                if message["id"] == "long":
+                    freed = time.monotonic() - cancelled_at
+        assert done == {"long": "cancelled", "o0": "finished", "o1": "finished", "o2": "finished"}
+        assert freed < 1.0
+    assert await wait_idle(ws_server, 2.0) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "param"),
+    [
+        ("{not json", "invalid_json", None),
+        ("[1, 2]", "invalid_message", None),
+        (json.dumps({"type": "embeddings.create", "id": "x"}), "invalid_message", "type"),
+        (json.dumps({"type": "cancel", "id": "nobody"}), "unknown_request", "id"),
+        (
+            json.dumps({"type": "chat.completions.create", "id": 7, "body": {}}),
+            "invalid_message",
+            "id",
+        ),
+        (
+            json.dumps({"type": "completions.create", "id": "b", "body": "text"}),
+            "invalid_message",
+            "body",
+        ),
+        (b"\x81\xa4type\xa6cancel", "invalid_frame", None),
+    ],
+)
+async def test_a_bad_message_gets_an_error_and_the_connection_stays(ws_server, frame, code, param):
+    async with await raw(ws_server) as ws:
+        await ws.send(frame)
+        error = await next_message(ws)
+        assert error["type"] == "error" and error["id"] is None
+        assert (error["error"]["code"], error["error"]["param"]) == (code, param)
+        assert set(error["error"]) == {"message", "type", "param", "code"}
+        await ws.send(
+            json.dumps({"type": "chat.completions.create", "id": "ok", "body": chat_body(1, 3)})
+        )
+        assert (await until(ws, "done", "ok"))["status"] == "finished"
+
+
+async def test_a_bad_body_fails_its_request_like_http(ws_server):
+    async with await raw(ws_server) as ws:
+        body = {**chat_body(1), "max_tokens": "many"}
+        await ws.send(json.dumps({"type": "chat.completions.create", "id": "bad", "body": body}))
+        error = await next_message(ws)
+        assert (error["type"], error["id"], error["error"]["param"]) == (
+            "error",
+            "bad",
+            "max_tokens",
+        )
+        assert await next_message(ws) == {"type": "done", "id": "bad", "status": "failed"}
+        body = {**chat_body(1), "model": "gpt-nope"}
+        await ws.send(json.dumps({"type": "chat.completions.create", "id": "bad", "body": body}))
+        assert (await next_message(ws))["error"]["code"] == "model_not_found"
+        await until(ws, "done", "bad")
+        await ws.send(
+            json.dumps({"type": "chat.completions.create", "id": "ok", "body": chat_body(1, 3)})
+        )
+        assert (await until(ws, "done", "ok"))["status"] == "finished"
+
+
+async def test_a_duplicate_id_is_refused_and_the_first_request_goes_on(ws_server):
+    async with await raw(ws_server) as ws:
+        create = {"type": "chat.completions.create", "id": "a", "body": chat_body(1, 30)}
+        await ws.send(json.dumps(create))
+        await ws.send(json.dumps(create))
+        statuses, errors = [], []
+        while not statuses:
+            message = await next_message(ws)
+            if message["type"] == "error":
+                errors.append(message)
+            elif message["type"] == "done":
+                statuses.append(message["status"])
+        assert [e["error"]["code"] for e in errors] == ["duplicate_id"]
+        assert errors[0]["id"] is None and statuses == ["finished"]
+
+
+async def test_requests_over_the_connection_cap_get_an_error(ws_server):
+    async with await raw(ws_server) as ws:
+        for i in range(MAX_REQUESTS + 1):
+            body = chat_body(i, 200)
+            await ws.send(
+                json.dumps({"type": "chat.completions.create", "id": f"r{i}", "body": body})
+            )
+        error = await until(ws, "error")
+        assert (error["id"], error["error"]["code"]) == (f"r{MAX_REQUESTS}", "too_many_requests")
+        assert await until(ws, "done", f"r{MAX_REQUESTS}") == {
+            "type": "done",
+            "id": f"r{MAX_REQUESTS}",
+            "status": "failed",
+        }
+        for i in range(MAX_REQUESTS):
+            await ws.send(json.dumps({"type": "cancel", "id": f"r{i}"}))
+        ended = set()
+        while len(ended) < MAX_REQUESTS:
+            message = await until(ws, "done")
+            ended.add(message["id"])
+    await wait_idle(ws_server, 5.0)
+
+
+async def test_a_dropped_connection_leaves_nothing_running(ws_server):
+    ws = await raw(ws_server)
+    for i in range(8):
+        await ws.send(
+            json.dumps(
+                {"type": "chat.completions.create", "id": f"d{i}", "body": chat_body(i, 200)}
+            )
+        )
+    await until(ws, "chunk")
+    ws.transport.abort()  # no close frame: the TCP connection just goes
+    assert await wait_idle(ws_server, 5.0) < 2.0
+
+
+async def test_a_message_over_the_limit_closes_with_1009(ws_server):
+    async with await raw(ws_server) as ws:
+        await ws.send(json.dumps({"type": "cancel", "id": "x" * MAX_MESSAGE}))
+        with pytest.raises(ConnectionClosed) as closed:
+            await next_message(ws)
+        assert closed.value.rcvd.code == 1009
+
+
+async def test_a_connection_over_the_cap_is_closed_with_1013(ws_server):
+    open_ones = [await raw(ws_server) for _ in range(MAX_CONNECTIONS)]
+    try:
+        extra = await raw(ws_server)
+        with pytest.raises(ConnectionClosed) as closed:
+            await next_message(extra)
+        assert closed.value.rcvd.code == 1013
+    finally:
+        for ws in open_ones:
+            await ws.close()
+
+
+async def test_the_key_may_come_as_a_subprotocol_token_and_is_not_echoed(ws_server):
+    ws = await raw(
+        ws_server,
+        additional_headers={},
+        subprotocols=["llmkit.json", f"llmkit.bearer.{API_KEY}"],
+        origin=ORIGIN,
+    )
+    async with ws:
+        assert ws.subprotocol == "llmkit.json"
+        await ws.send(
+            json.dumps({"type": "chat.completions.create", "id": "k", "body": chat_body(2, 3)})
+        )
+        assert (await until(ws, "done", "k"))["status"] == "finished"
+
+
+@pytest.mark.parametrize(
+    ("headers", "subprotocols", "origin", "status"),
+    [
+        ({}, None, None, 401),
+        ({"Authorization": "Bearer wrong"}, None, None, 401),
+        ({}, ["llmkit.json", "llmkit.bearer.wrong"], ORIGIN, 401),
+        (auth(), None, "http://evil.example", 403),
+    ],
+)
+async def test_a_wrong_key_or_origin_is_refused_before_the_upgrade(
+    ws_server, headers, subprotocols, origin, status
+):
+    with pytest.raises(InvalidStatus) as refused:
+        await raw(ws_server, additional_headers=headers, subprotocols=subprotocols, origin=origin)
+    response = refused.value.response
+    assert response.status_code == status
+    assert "error" in json.loads(response.body)
+    assert API_KEY not in ws_server.log.read_text()
+
+
+async def test_the_client_raises_the_servers_error(client):
+    with pytest.raises(WebSocketError) as failed:
+        await collect_chat(client.chat(**{**chat_body(1), "temperature": -3}))
+    assert failed.value.param == "temperature"
+
+
+async def test_leaving_the_clients_loop_cancels_the_request(ws_server, client):
+    async for _chunk in client.chat(**chat_body(5, 200)):
+        break
+    assert await wait_idle(ws_server, 3.0) < 1.5

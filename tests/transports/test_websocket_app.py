@@ -1,0 +1,86 @@
+"""/v1/ws in an app mounted inside another, where the app itself enforces every limit."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient, WebSocketDenialResponse
+from starlette.websockets import WebSocketDisconnect
+
+from llmkit.config import EngineConfig
+from llmkit.engine.async_engine import AsyncEngine
+from llmkit.transports.http import create_app
+from llmkit.transports.websocket import WebSocketOptions
+
+OPTIONS = WebSocketOptions(max_message_bytes=1000, idle_timeout_s=0.3)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    engine = AsyncEngine(EngineConfig(model=tiny_model, max_model_len=128))
+    engine.start()
+    yield engine
+    anyio.run(engine.shutdown)
+
+
+@pytest.fixture
+def client(engine):
+    outer = Starlette(routes=[Mount("/llm", create_app(engine, websocket=OPTIONS))])
+    with TestClient(outer) as client:
+        yield client
+
+
+def create(rid: str, max_tokens: int = 4) -> str:
+    body = {"prompt": "hello", "max_tokens": max_tokens}
+    return json.dumps({"type": "completions.create", "id": rid, "body": body})
+
+
+def test_the_mounted_endpoint_streams_and_reports_an_engine_failure(client, engine, fail_next_step):
+    with client.websocket_connect("/llm/v1/ws") as ws:
+        ws.send_text(create("a"))
+        messages = []
+        while not messages or messages[-1]["type"] != "done":
+            messages.append(ws.receive_json())
+        assert messages[-1] == {"type": "done", "id": "a", "status": "finished"}
+        assert {m["data"]["object"] for m in messages[:-1]} == {"text_completion"}
+
+        fail_next_step(engine, RuntimeError("injected failure"))
+        ws.send_text(create("b"))
+        error = ws.receive_json()
+        while error["type"] == "chunk":
+            error = ws.receive_json()
+        assert error["type"] == "error" and "injected failure" in error["error"]["message"]
+        assert error["error"]["type"] == "server_error"
+        assert ws.receive_json() == {"type": "done", "id": "b", "status": "failed"}
+
+
+def test_a_message_over_the_limit_closes_with_1009(client):
+    with client.websocket_connect("/llm/v1/ws") as ws:
+        ws.send_text(json.dumps({"type": "cancel", "id": "x" * 1000}))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 1009
+
+
+def test_an_idle_connection_is_closed(client):
+    with client.websocket_connect("/llm/v1/ws") as ws:
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert (closed.value.code, closed.value.reason) == (1000, "idle timeout")
+
+
+def test_with_no_origins_listed_only_the_pages_own_origin_may_connect(client):
+    with client.websocket_connect("/llm/v1/ws", headers={"origin": "http://testserver"}) as ws:
+        ws.send_text(create("own"))
+        assert ws.receive_json()["type"] in ("chunk", "done")
+    with (
+        pytest.raises(WebSocketDenialResponse) as refused,
+        client.websocket_connect("/llm/v1/ws", headers={"origin": "http://elsewhere.example"}),
+    ):
+        pass
+    assert refused.value.status_code == 403
+    assert "--allowed-origins" in refused.value.json()["error"]["message"]
