@@ -64,7 +64,7 @@ def load(group: str, name: str) -> Any:
     return _load(group, name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(group: str, name: str) -> Any:
     candidates = installed(group).get(name)
     if not candidates:
@@ -81,7 +81,7 @@ def _load(group: str, name: str) -> Any:
     plugin = candidates[0]
     try:
         return EntryPoint(plugin.name, plugin.value, group).load()
-    except Exception as exc:  # noqa: BLE001 - any failure inside a plugin is reported as its own
+    except Exception as exc:
         raise PluginError(
             f"plugin {name!r} failed to load: {plugin.describe()}: {type(exc).__name__}: {exc}"
         ) from exc

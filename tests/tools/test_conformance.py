@@ -8,10 +8,10 @@ import json
 import random
 
 import pytest
+from tool_corpus import CASES, FORMATS, Format, expected_content, render
 
 from llmkit.plugins import TOOL_PARSERS, load
 from llmkit.tools import ToolCallStream, ToolParser, extract_tool_calls
-from tool_corpus import CASES, FORMATS, Format, expected_content, render
 
 
 def parser_of(name: str) -> ToolParser:

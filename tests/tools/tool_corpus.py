@@ -63,11 +63,17 @@ def llama3_json(calls: list[Call]) -> str:
 
 
 def pythonic(calls: list[Call]) -> str:
-    return "[" + ", ".join(f"{n}({', '.join(f'{k}={py(v)}' for k, v in a.items())})" for n, a in calls) + "]"
+    return (
+        "["
+        + ", ".join(f"{n}({', '.join(f'{k}={py(v)}' for k, v in a.items())})" for n, a in calls)
+        + "]"
+    )
 
 
 def example_functions(calls: list[Call]) -> str:
-    return "".join(f"<function={n}>{json.dumps(a, ensure_ascii=False)}</function>" for n, a in calls)
+    return "".join(
+        f"<function={n}>{json.dumps(a, ensure_ascii=False)}</function>" for n, a in calls
+    )
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,7 @@ def extract_tool_calls(
 ) -> tuple[str, list[ToolCall]]:
     """The content and calls of a whole text."""
     scan = parser.scan(text, final=True)
-    calls = [
-        ToolCall(new_call_id(), c.name or "", c.arguments) for c in _named(scan, max_calls)
-    ]
+    calls = [ToolCall(new_call_id(), c.name or "", c.arguments) for c in _named(scan, max_calls)]
     return scan.content, calls
 
 
