@@ -39,7 +39,7 @@ def broken_env(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def example(module_server, tiny_model, broken_env):
     """Every plugin of the example distribution, while a broken plugin is installed too."""
-    server = module_server(
+    return module_server(
         tiny_model,
         "--enable-auto-tool-choice",
         "--tool-call-parser", "example_functions",
@@ -48,7 +48,6 @@ def example(module_server, tiny_model, broken_env):
         *FLAGS,
         env=broken_env,
     )  # fmt: skip
-    return server
 
 
 def check_calls(calls, names=None) -> None:
