@@ -6,7 +6,8 @@ else derives from :class:`LLMKitError`::
     LLMKitError
     ├── EngineDeadError        the engine stopped and cannot serve any request
     ├── EngineNotStartedError  the engine was never started (``async with engine``)
-    └── RequestFailedError     the engine failed while computing this request
+    ├── RequestFailedError     the engine failed while computing this request
+    └── PluginError            a named plugin is missing or failed to import (also a ValueError)
 """
 
 from __future__ import annotations
@@ -26,3 +27,7 @@ class EngineNotStartedError(LLMKitError):
 
 class RequestFailedError(LLMKitError):
     """A step that computed this request failed; other requests were not affected."""
+
+
+class PluginError(LLMKitError, ValueError):
+    """A plugin named by a setting is not installed, or its entry point failed to load."""

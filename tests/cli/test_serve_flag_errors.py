@@ -36,6 +36,10 @@ CASES = {
     "--return-tokens-as-token-ids": ["--return-tokens-as-token-ids=1"],
     "--enable-force-include-usage": ["--enable-force-include-usage=1"],
     "--enable-prompt-tokens-details": ["--enable-prompt-tokens-details=1"],
+    "--tool-call-parser": ["--tool-call-parser", "no_such_parser"],
+    "--reasoning-parser": ["--reasoning-parser", "no_such_parser"],
+    "--enable-auto-tool-choice": ["--enable-auto-tool-choice"],
+    "--chat-template": ["--chat-template", "no_such_template"],
 }
 MORE = [
     ("--ssl-keyfile", ["--ssl-certfile", "{garbage}"]),

@@ -1,11 +1,12 @@
-"""The ``llmkit`` command: serve | engine | run | chat | demo-model | bench, a module each."""
+"""The ``llmkit`` command: serve | engine | run | chat | plugins | demo-model | bench, a module
+each."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from llmkit.cli import bench, chat, demo_model, engine, run, serve
+from llmkit.cli import bench, chat, demo_model, engine, plugins, run, serve
 
 __all__ = ["build_parser", "main"]
 
@@ -27,6 +28,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of every command and its flags."""
     parser = argparse.ArgumentParser(prog="llmkit", description="Serve and run LLMs with llmkit.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (serve, engine, run, chat, demo_model, bench):
+    for command in (serve, engine, run, chat, plugins, demo_model, bench):
         command.add_parser(commands)
     return parser

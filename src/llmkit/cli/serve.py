@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engin
 from llmkit.cli.serve_flags import add_server_flags
 from llmkit.cli.serve_setup import (
     apply_log_config,
+    chat_template,
     load_middleware,
     serving_options,
     tls_settings,
@@ -52,7 +52,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--metrics-require-api-key", action="store_true", help="protect /metrics too"
     )
-    serve.add_argument("--chat-template", help="a chat template file, or the template itself")
+    serve.add_argument(
+        "--chat-template",
+        help="an installed chat template's name (llmkit.chat_templates plugins, e.g. chatml), "
+        "a template file, or the template itself",
+    )
     serve.add_argument(
         "--allowed-origins", action="append", help="CORS origins (repeatable or comma-separated)"
     )
@@ -94,6 +98,7 @@ def serve_command(args: argparse.Namespace) -> int:
     middleware = load_middleware(args.middleware)
     options = serving_options(args)
     websocket, ws_settings = websocket_settings(args)
+    template = chat_template(args.chat_template)
     engine, name = _served_engine(args)
     app = create_app(
         engine,
@@ -103,7 +108,7 @@ def serve_command(args: argparse.Namespace) -> int:
         allowed_methods=_split(args.allowed_methods) or ["*"],
         allowed_headers=_split(args.allowed_headers) or ["*"],
         allow_credentials=args.allow_credentials,
-        chat_template=_read_template(args.chat_template),
+        chat_template=template,
         log_prompts=args.log_prompts,
         max_log_len=args.max_log_len,
         metrics_require_api_key=args.metrics_require_api_key,
@@ -169,13 +174,6 @@ def _split(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
-
-
-def _read_template(value: str | None) -> str | None:
-    if value is None:
-        return None
-    path = Path(value)
-    return path.read_text() if path.is_file() else value
 
 
 class _DrainingServer(uvicorn.Server):

@@ -101,6 +101,25 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="drop the access log line of each request (prompts are never in it)",
     )
+    plugins = parser.add_argument_group("tools and reasoning (plugins: `llmkit plugins`)")
+    plugins.add_argument(
+        "--enable-auto-tool-choice",
+        action="store_true",
+        help='let the model decide to call tools (tool_choice "auto", the default when a '
+        "request has tools); needs --tool-call-parser",
+    )
+    plugins.add_argument(
+        "--tool-call-parser",
+        metavar="NAME",
+        help="the llmkit.tool_parsers plugin that reads tool calls in the output (built in: "
+        "hermes, llama3_json, mistral, pythonic)",
+    )
+    plugins.add_argument(
+        "--reasoning-parser",
+        metavar="NAME",
+        help="the llmkit.reasoning_parsers plugin that moves reasoning into "
+        "reasoning_content (built in: deepseek_r1, qwen3)",
+    )
     answers = parser.add_argument_group("answers")
     answers.add_argument(
         "--chat-template-content-format",

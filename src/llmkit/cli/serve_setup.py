@@ -11,6 +11,9 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from llmkit.chat.resolve import resolve_chat_template
+from llmkit.errors import PluginError
+from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.serving.options import ServingOptions
 
 if TYPE_CHECKING:
@@ -114,12 +117,27 @@ def apply_log_config(path: str) -> None:
 def serving_options(args: argparse.Namespace) -> ServingOptions:
     if not args.response_role.strip():
         _fail("--response-role", "must not be empty")
+    if args.enable_auto_tool_choice and not args.tool_call_parser:
+        _fail("--enable-auto-tool-choice", "needs --tool-call-parser NAME")
+    # Loaded now, so that a missing or broken plugin costs no model loading time.
+    for flag, group, name in (
+        ("--tool-call-parser", TOOL_PARSERS, args.tool_call_parser),
+        ("--reasoning-parser", REASONING_PARSERS, args.reasoning_parser),
+    ):
+        if name:
+            try:
+                load(group, name)
+            except PluginError as exc:
+                _fail(flag, str(exc))
     return ServingOptions(
         chat_template_content_format=args.chat_template_content_format,
         response_role=args.response_role,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
         force_include_usage=args.enable_force_include_usage,
         prompt_tokens_details=args.enable_prompt_tokens_details,
+        tool_call_parser=args.tool_call_parser,
+        enable_auto_tool_choice=args.enable_auto_tool_choice,
+        reasoning_parser=args.reasoning_parser,
     )
 
 
@@ -145,3 +163,13 @@ def websocket_settings(args: argparse.Namespace) -> tuple[WebSocketOptions, dict
         "ws_ping_timeout": args.ws_ping_timeout,
     }
     return options, uvicorn_settings
+
+
+def chat_template(value: str | None) -> str | None:
+    """``--chat-template``: a plugin's name, a file or the template itself."""
+    if value is None:
+        return None
+    try:
+        return resolve_chat_template(value)
+    except ValueError as exc:
+        _fail("--chat-template", str(exc))

@@ -77,8 +77,9 @@ class Tokenizer:
     ) -> str:
         if chat_template is None and self.chat_template is None:
             raise ValueError(
-                "this model's tokenizer has no chat template; pass chat_template= "
-                "(or --chat-template) to use chat"
+                "this model's tokenizer has no chat template; pass chat_template= (or start "
+                "the server with --chat-template NAME|FILE|TEMPLATE; `llmkit plugins` lists "
+                "the installed templates, e.g. chatml) to use chat"
             )
         if add_generation_prompt and continue_final_message:
             raise ValueError("add_generation_prompt and continue_final_message cannot both be true")

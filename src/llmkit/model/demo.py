@@ -21,14 +21,23 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 DEMO_MODEL_NAME = "demo"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 
+# Tools go in a system turn of their own; calls are written as the hermes parser reads
+# them; tool results are <|tool|> turns.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
+    "{% if tools %}<|system|>\nTools: {{ tools | tojson }}</s>\n{% endif %}"
     "{% for message in messages %}"
     "{% if message['content'] is string %}{% set content = message['content'] %}"
-    "{% else %}{% set content = message['content'] | map(attribute='text') | join('') %}{% endif %}"
+    "{% elif message['content'] %}"
+    "{% set content = message['content'] | map(attribute='text') | join('') %}"
+    "{% else %}{% set content = '' %}{% endif %}"
     "<|{{ message['role'] }}|>\n{{ content }}"
+    "{% for call in message['tool_calls'] or [] %}"
+    '<tool_call>{"name": {{ call.function.name | tojson }}, "arguments": '
+    "{{ call.function.arguments | tojson }}}</tool_call>"
+    "{% endfor %}"
     "{% if not (loop.last and continue_final_message) %}</s>\n{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"

@@ -23,11 +23,13 @@ from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, message_text, to_conversation
 from llmkit.serving.engine_calls import run_streams, start_generation
 from llmkit.serving.errors import bad_request, from_value_error
+from llmkit.serving.extraction import Extractor
 from llmkit.serving.logprobs import chat_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt
 from llmkit.serving.stream import Emit, StreamSettings
 from llmkit.serving.structured import structured_outputs
+from llmkit.serving.tool_choice import ToolPlan, plan_tools
 from llmkit.serving.usage import UsageCounter
 
 _TEMPLATE_FLAGS = {"add_generation_prompt", "continue_final_message", "chat_template"}
@@ -41,6 +43,17 @@ class ChatJob(GenerationJob):
     logprobs: bool
     top_logprobs: int
     echo_text: str | None
+    tools: ToolPlan
+
+    def extractor(self, ctx: ServingContext) -> Extractor | None:
+        """A choice's reasoning and tool-call extraction; None if the server and request
+        ask for neither. Forced calls have no reasoning before them."""
+        reasoning = None
+        if ctx.reasoning_parser is not None and not self.tools.forced:
+            reasoning = ctx.reasoning_parser()
+        if reasoning is None and self.tools.parser is None:
+            return None
+        return Extractor(reasoning, self.tools.parser, self.tools.max_calls)
 
 
 def render_messages(
@@ -85,6 +98,7 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
     max_tokens, max_name = req.max_tokens, "max_tokens"
     if req.max_completion_tokens is not None:
         max_tokens, max_name = req.max_completion_tokens, "max_completion_tokens"
+    tools = plan_tools(ctx, req)
     conversation = to_conversation(req.messages, content_format(ctx, req.chat_template))
     prompt = render_messages(
         ctx,
@@ -93,11 +107,19 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
         req.chat_template_kwargs,
         req.add_generation_prompt,
         req.continue_final_message,
-        req.tools,
+        tools.tools,
     )
     max_model_len = ctx.engine.model_info.max_model_len
     check_context_length(len(prompt.token_ids), max_tokens, max_model_len, "messages")
     constraint, constraint_renames = structured_outputs(req.structured_outputs, req.response_format)
+    if tools.forced:
+        if constraint is not None:
+            raise bad_request(
+                'tool_choice "required" or a named tool cannot be combined with '
+                "response_format or structured_outputs",
+                "tool_choice",
+            )
+        constraint, constraint_renames = tools.constraint, {"structured_outputs": "tools"}
     renames = {"logprobs": "top_logprobs", "max_tokens": max_name, **constraint_renames}
     params = build_sampling_params(
         req,
@@ -123,6 +145,7 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
         logprobs=bool(req.logprobs),
         top_logprobs=top_logprobs,
         echo_text=echo_text,
+        tools=tools,
     )
 
 
@@ -152,14 +175,26 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
                     ctx.options.return_tokens_as_token_ids,
                 )
             )
+        message = ChatResponseMessage(
+            role=ctx.options.response_role, content=(job.echo_text or "") + choice.text
+        )
+        finish_reason = choice.finish_reason
+        extractor = job.extractor(ctx)
+        if extractor is not None:
+            parts = extractor.whole(choice.text)
+            message.reasoning_content = parts.reasoning
+            message.tool_calls = parts.tool_calls
+            message.content = parts.content
+            if job.echo_text:
+                message.content = job.echo_text + (parts.content or "")
+            if parts.tool_calls and finish_reason == "stop":
+                finish_reason = "tool_calls"
         result.append(
             ChatChoice(
                 index=index,
-                message=ChatResponseMessage(
-                    role=ctx.options.response_role, content=(job.echo_text or "") + choice.text
-                ),
+                message=message,
                 logprobs=logprobs,
-                finish_reason=choice.finish_reason,
+                finish_reason=finish_reason,
                 stop_reason=choice.stop_reason,
             )
         )
@@ -173,6 +208,7 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
     tokenizer = ctx.engine.tokenizer
     usage = UsageCounter(len(job.prompt.token_ids), ctx.options.prompt_tokens_details)
     started = False
+    extractors = [job.extractor(ctx) for _ in range(job.params.n)]
 
     async def send(choice: ChatStreamChoice) -> None:
         await emit(
@@ -212,14 +248,22 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
                         ctx.options.return_tokens_as_token_ids,
                     )
                 )
-            if not o.text and o.finish_reason is None and logprobs is None:
+            finish_reason = o.finish_reason
+            extractor = extractors[o.index]
+            if extractor is None:
+                delta = DeltaMessage(content=o.text) if o.text else None
+            else:
+                delta = extractor.feed(o.text, final=finish_reason is not None)
+                if finish_reason == "stop" and extractor.called:
+                    finish_reason = "tool_calls"
+            if delta is None and finish_reason is None and logprobs is None:
                 continue
             await send(
                 ChatStreamChoice(
                     index=o.index,
-                    delta=DeltaMessage(content=o.text) if o.text else DeltaMessage(),
+                    delta=delta or DeltaMessage(),
                     logprobs=logprobs,
-                    finish_reason=o.finish_reason,
+                    finish_reason=finish_reason,
                     stop_reason=o.stop_reason,
                 )
             )

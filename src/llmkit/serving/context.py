@@ -6,9 +6,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
+from llmkit.reasoning import ReasoningParser
 from llmkit.serving.errors import OpenAIError, bad_request
 from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.options import ServingOptions
+from llmkit.tools import ToolParser
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
@@ -29,6 +32,15 @@ class ServingContext:
     options: ServingOptions = field(default_factory=ServingOptions)
     # Set when the server is shutting down: new work is refused, in-flight work finishes.
     draining: bool = False
+    # The parser classes options name, loaded from their plugins once (PluginError if not).
+    tool_parser: type[ToolParser] | None = field(init=False, default=None)
+    reasoning_parser: type[ReasoningParser] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.options.tool_call_parser:
+            self.tool_parser = load(TOOL_PARSERS, self.options.tool_call_parser)
+        if self.options.reasoning_parser:
+            self.reasoning_parser = load(REASONING_PARSERS, self.options.reasoning_parser)
 
     @property
     def model_name(self) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 from typing import Any, Literal
 
 import jinja2
@@ -82,6 +84,8 @@ def to_conversation(messages: list[ChatMessage], fmt: Format = "string") -> list
                 texts.append(part.text)
         elif isinstance(message.content, str):
             texts = [message.content]
+        for call in entry.get("tool_calls") or []:
+            _parse_arguments(call)
         if texts is not None:
             if fmt == "openai":
                 entry["content"] = [{"type": "text", "text": text} for text in texts]
@@ -89,6 +93,15 @@ def to_conversation(messages: list[ChatMessage], fmt: Format = "string") -> list
                 entry["content"] = "\n".join(texts)
         conversation.append(entry)
     return conversation
+
+
+def _parse_arguments(call: Any) -> None:
+    """A call's ``function.arguments`` JSON as a dict, as templates read it (vLLM does the
+    same); text that is not JSON stays text."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+        with contextlib.suppress(ValueError):
+            function["arguments"] = json.loads(function["arguments"])
 
 
 def message_text(message: ChatMessage) -> str | None:

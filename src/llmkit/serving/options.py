@@ -22,6 +22,10 @@ class ServingOptions:
     do not survive decoding on their own.
     ``force_include_usage``: every stream ends with a usage chunk, asked for or not.
     ``prompt_tokens_details``: usage carries ``prompt_tokens_details.cached_tokens``.
+    ``tool_call_parser``: the ``llmkit.tool_parsers`` plugin that reads tool calls out of
+    the output; ``enable_auto_tool_choice`` lets the model decide to call tools
+    (``tool_choice="auto"``), which needs a parser. ``reasoning_parser``: the
+    ``llmkit.reasoning_parsers`` plugin that separates ``reasoning_content``.
     """
 
     chat_template_content_format: ContentFormat = "auto"
@@ -29,6 +33,9 @@ class ServingOptions:
     return_tokens_as_token_ids: bool = False
     force_include_usage: bool = False
     prompt_tokens_details: bool = False
+    tool_call_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    reasoning_parser: str | None = None
 
     def __post_init__(self) -> None:
         if self.chat_template_content_format not in CONTENT_FORMATS:
@@ -38,3 +45,5 @@ class ServingOptions:
             )
         if not self.response_role.strip():
             raise ValueError("response_role must not be empty")
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            raise ValueError("enable_auto_tool_choice needs a tool_call_parser")

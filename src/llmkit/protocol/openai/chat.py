@@ -52,6 +52,9 @@ class ChatCompletionRequest(SamplingFields):
     logprobs: bool = False
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
+    # "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     chat_template: str | None = None
@@ -73,9 +76,22 @@ class ChatChoiceLogprobs(BaseModel):
     content: list[ChatLogprob] | None = None
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str
+
+
+class ChatToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatResponseMessage(BaseModel):
     role: str = "assistant"
     content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ChatToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -95,11 +111,32 @@ class ChatCompletionResponse(BaseModel):
     usage: UsageInfo
 
 
+class DeltaFunctionCall(SparseModel):
+    _omit_unless_set = frozenset({"name"})
+
+    name: str | None = None
+    arguments: str = ""
+
+
+class DeltaToolCall(SparseModel):
+    """A call's first delta has ``id``, ``type`` and ``function.name``; later ones only
+    ``index`` and an ``arguments`` fragment."""
+
+    _omit_unless_set = frozenset({"id", "type"})
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunctionCall
+
+
 class DeltaMessage(SparseModel):
-    _omit_unless_set = frozenset({"role", "content"})
+    _omit_unless_set = frozenset({"role", "content", "reasoning_content", "tool_calls"})
 
     role: str | None = None
     content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
 
 class ChatStreamChoice(BaseModel):

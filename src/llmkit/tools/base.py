@@ -1,0 +1,151 @@
+"""The tool-call parser interface: one ``scan`` serves whole texts and streams alike.
+
+A parser reads the text a model has written so far and says which part of it is plain
+content and which calls it holds. Streaming (see ``stream.py``) scans the growing text
+after every delta and sends what changed, so it gives the same calls as scanning the
+whole text once, by construction.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from llmkit.tools.json_scan import (
+    Malformed,
+    Truncated,
+    expect,
+    safe_prefix,
+    skip_ws,
+    string_end,
+    value_end,
+)
+
+
+@dataclass(frozen=True)
+class ScannedCall:
+    """A call as far as it is written: ``name`` is None until the whole name is;
+    ``arguments`` is JSON text that only ever grows (a whole JSON value once the call or
+    the text has ended)."""
+
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """``content``: the text outside tool markup that is certain to stay content."""
+
+    content: str
+    calls: list[ScannedCall]
+
+
+class ToolParser(ABC):
+    """Finds tool calls in model output. Subclasses implement ``scan``.
+
+    The contract, for a text ``t`` and any longer text ``u`` that starts with it:
+    ``scan(t, final=False)``'s content and each call's name (once set) and arguments are
+    prefixes of ``scan(u, ...)``'s; ``final=True`` (the text is complete, perhaps cut by
+    ``max_tokens``) releases held-back content and closes every call's arguments into
+    valid JSON. Calls without a name are dropped. No markup may reach ``content``.
+    """
+
+    @abstractmethod
+    def scan(self, text: str, final: bool) -> Scan:
+        """What ``text`` (all the model output so far) holds."""
+
+
+@dataclass(frozen=True)
+class CallObject:
+    """What ``read_call_object`` found: the call (None while it has no name), the index
+    after the object (None if the text ends inside it or it is malformed), and whether
+    it is malformed (the call ends where the JSON broke)."""
+
+    call: ScannedCall | None
+    end: int | None
+    broken: bool
+
+
+def read_call_object(
+    text: str,
+    i: int,
+    final: bool,
+    args_keys: tuple[str, ...] = ("arguments", "parameters"),
+) -> CallObject:
+    """Reads ``{"name": ..., "arguments": {...}}`` at ``text[i]`` (blanks skipped)."""
+    name: str | None = None
+    args_start: int | None = None
+    arguments: str | None = None
+    end: int | None = None
+    broken = False
+    try:
+        i = expect(text, i, "{")
+        i = skip_ws(text, i)
+        if text[i : i + 1] == "}":
+            end = i + 1
+        while end is None:
+            i = skip_ws(text, i)
+            if i >= len(text):
+                raise Truncated
+            if text[i] != '"':
+                raise Malformed
+            key_end = string_end(text, i)
+            key = json.loads(text[i:key_end])
+            start = skip_ws(text, expect(text, key_end, ":"))
+            if key in args_keys and args_start is None:
+                args_start = start
+            stop = value_end(text, start)
+            if key == "name" and name is None:
+                value = json.loads(text[start:stop])
+                if not isinstance(value, str):
+                    raise Malformed
+                name = value
+            if start == args_start:
+                arguments = text[start:stop]
+            i = skip_ws(text, stop)
+            if i >= len(text):
+                raise Truncated
+            if text[i] == "}":
+                end = i + 1
+            else:
+                i = expect(text, i, ",")
+    except Truncated:
+        pass
+    except Malformed:
+        broken = True
+    if arguments is None:
+        if args_start is None:
+            arguments = "{}" if (end is not None or final or broken) else ""
+        else:
+            n, closers = safe_prefix(text[args_start:])
+            arguments = text[args_start : args_start + n]
+            if end is not None or final or broken:
+                arguments = (arguments + closers) or "{}"
+    return CallObject(ScannedCall(name, arguments) if name else None, end, broken)
+
+
+def read_call_list(
+    text: str,
+    i: int,
+    final: bool,
+    args_keys: tuple[str, ...] = ("arguments", "parameters"),
+) -> tuple[list[ScannedCall | None], int | None]:
+    """Reads a JSON list of call objects at ``text[i]`` (a ``[``): the calls, and the index
+    after the list (None if the text ends inside it or it is not such a list)."""
+    calls: list[ScannedCall | None] = []
+    i = skip_ws(text, i + 1)
+    if text[i : i + 1] == "]":
+        return calls, i + 1
+    while True:
+        found = read_call_object(text, i, final, args_keys)
+        calls.append(found.call)
+        if found.end is None:
+            return calls, None
+        i = skip_ws(text, found.end)
+        if text[i : i + 1] == "]":
+            return calls, i + 1
+        if text[i : i + 1] != ",":
+            # Cut short, or not the list it should be: the rest is not content either.
+            return calls, None
+        i = skip_ws(text, i + 1)
