@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import time
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -12,11 +14,18 @@ import uvicorn
 
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
 from llmkit.cli.serve_flags import add_server_flags
-from llmkit.cli.serve_setup import apply_log_config, load_middleware, serving_options, tls_settings
+from llmkit.cli.serve_setup import (
+    apply_log_config,
+    load_middleware,
+    rate_limits,
+    serving_options,
+    tls_settings,
+)
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
     from llmkit.serving.context import ServingContext
+    from llmkit.transports.http_middleware import ServerLoad
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -82,6 +91,9 @@ def serve_command(args: argparse.Namespace) -> int:
     tls = tls_settings(args)
     middleware = load_middleware(args.middleware)
     options = serving_options(args)
+    limits = rate_limits(args)
+    if args.sse_keepalive_s < 0:
+        raise SystemExit("llmkit: error: --sse-keepalive-s: must be >= 0")
     engine, name = _served_engine(args)
     app = create_app(
         engine,
@@ -100,6 +112,8 @@ def serve_command(args: argparse.Namespace) -> int:
         middleware=middleware,
         enable_server_load_tracking=args.enable_server_load_tracking,
         access_log=not args.disable_uvicorn_access_log,
+        rate_limits=limits,
+        sse_keepalive_s=args.sse_keepalive_s or None,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = args.uvicorn_log_level or args.log_level
@@ -119,7 +133,7 @@ def serve_command(args: argparse.Namespace) -> int:
         log_level=log_level,
         **tls,
     )
-    _DrainingServer(server_config, app.state.serving).run()
+    _DrainingServer(server_config, app.state.serving, app.state.load).run()
     return 0
 
 
@@ -164,16 +178,35 @@ def _read_template(value: str | None) -> str | None:
 
 
 class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, marking the app as draining as soon as a shutdown signal comes.
+    """uvicorn's server, draining on the first shutdown signal (SIGTERM, SIGINT).
 
-    uvicorn then stops accepting, waits up to ``timeout_graceful_shutdown`` for in-flight
-    requests, cancels the rest (which aborts them) and runs the lifespan's shutdown.
+    The app is marked draining at once: /readyz and /health answer 503 and new model
+    requests are refused with 503, while the port stays open and in-flight requests go
+    on. When none is left, or ``--shutdown-timeout`` has passed, uvicorn shuts down: it
+    stops accepting, waits for what remains only until that same deadline, cancels the
+    rest (which aborts them) and runs the lifespan's shutdown. A second signal exits at
+    once, as uvicorn's does.
     """
 
-    def __init__(self, config: uvicorn.Config, serving: ServingContext):
+    def __init__(self, config: uvicorn.Config, serving: ServingContext, load: ServerLoad):
         super().__init__(config)
         self._serving = serving
+        self._load = load
+        self._drain_deadline: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._drain_deadline is not None:
+            super().handle_exit(sig, frame)  # the second signal: exit now
+            return
         self._serving.draining = True
-        super().handle_exit(sig, frame)
+        self._drain_deadline = time.monotonic() + (self.config.timeout_graceful_shutdown or 0)
+
+    async def on_tick(self, counter: int) -> bool:
+        deadline = self._drain_deadline
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if self._load.in_flight == 0 or left <= 0:
+                # What is left of the deadline bounds uvicorn's own wait (whole seconds).
+                self.config.timeout_graceful_shutdown = max(1, math.ceil(left))
+                return True
+        return await super().on_tick(counter)

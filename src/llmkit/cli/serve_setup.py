@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_limits import RateLimits
 
 
 def _fail(flag: str, message: str) -> NoReturn:
@@ -118,3 +119,18 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
         force_include_usage=args.enable_force_include_usage,
         prompt_tokens_details=args.enable_prompt_tokens_details,
     )
+
+
+def rate_limits(args: argparse.Namespace) -> RateLimits | None:
+    """The per-key limits the flags ask for; a bad value names its flag."""
+    if args.rate_limit_burst is not None and args.rate_limit_rps is None:
+        _fail("--rate-limit-burst", "needs --rate-limit-rps")
+    for flag, value in (
+        ("--rate-limit-concurrency", args.rate_limit_concurrency),
+        ("--rate-limit-rps", args.rate_limit_rps),
+        ("--rate-limit-burst", args.rate_limit_burst),
+    ):
+        if value is not None and not value > 0:
+            _fail(flag, f"must be > 0, got {value}")
+    limits = RateLimits(args.rate_limit_concurrency, args.rate_limit_rps, args.rate_limit_burst)
+    return limits if limits.enabled else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
     LoadTrackingMiddleware,
@@ -49,6 +51,7 @@ from llmkit.transports.http_middleware import (
     request_id,
 )
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
+from llmkit.transports.openapi import openapi_document
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,6 +78,8 @@ def create_app(
     middleware: Sequence[Middleware | Callable[..., Any]] = (),
     enable_server_load_tracking: bool = False,
     access_log: bool = True,
+    rate_limits: RateLimits | None = None,
+    sse_keepalive_s: float | None = 15.0,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
@@ -88,8 +93,12 @@ def create_app(
     ``async def dispatch(request, call_next)`` functions, wrapped around everything in
     the order given, as ``app.add_middleware`` calls would (the last one is outermost);
     ``enable_server_load_tracking`` makes ``GET /load`` count POST requests in flight
-    (else it reports 0); ``access_log=False`` drops the per-request log line.
-    The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
+    (else it reports 0); ``access_log=False`` drops the per-request log line;
+    ``rate_limits`` limit each API key (429 over a limit); ``sse_keepalive_s``: the idle
+    time after which a stream gets a keep-alive comment line (None: never).
+    The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
+    (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
+    POST requests in flight.
     """
     if isinstance(served_model_name, str):
         names = [served_model_name]
@@ -106,7 +115,7 @@ def create_app(
         options=options or ServingOptions(),
     )
     load = ServerLoad()
-    api = _Routes(ctx, metrics, load)
+    api = _Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -114,7 +123,10 @@ def create_app(
         Route("/v1/models", api.models, methods=["GET"]),
         Route("/tokenize", api.tokenize, methods=["POST"]),
         Route("/detokenize", api.detokenize, methods=["POST"]),
-        Route("/health", api.health, methods=["GET"]),
+        Route("/health", api.readyz, methods=["GET"]),
+        Route("/livez", api.livez, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/version", api.version, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/load", api.load, methods=["GET"]),
@@ -133,12 +145,22 @@ def create_app(
         )
     stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
     keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
+    probes = {"/health", "/livez", "/readyz"}
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
-        open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics", "/load"}
+        open_paths = probes if metrics_require_api_key else probes | {"/metrics", "/load"}
         stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
-    if enable_server_load_tracking:
-        stack.append(Middleware(LoadTrackingMiddleware, load=load))
+    if rate_limits is not None and rate_limits.enabled:
+        stack.append(
+            Middleware(
+                RateLimitMiddleware,
+                limits=rate_limits,
+                open_paths=frozenset(probes | {"/metrics", "/load", "/openapi.json"}),
+                on_limit=lambda key, limit: metrics.rate_limited.labels(key, limit).inc(),
+            )
+        )
+    # Always counted: a draining server waits for this to reach 0.
+    stack.append(Middleware(LoadTrackingMiddleware, load=load))
     app = Starlette(
         routes=routes,
         middleware=stack,
@@ -150,6 +172,7 @@ def create_app(
         lifespan=_engine_lifespan(engine) if owns_engine else None,
     )
     app.state.serving = ctx
+    app.state.load = load
     return app
 
 
@@ -175,17 +198,28 @@ def _engine_lifespan(
 class _Routes:
     """The endpoints: parse, hand to serving/, answer. One serving call per endpoint."""
 
-    def __init__(self, ctx: ServingContext, metrics: ServerMetrics, load: ServerLoad):
+    def __init__(
+        self,
+        ctx: ServingContext,
+        metrics: ServerMetrics,
+        load: ServerLoad,
+        report_load: bool,
+        keepalive_s: float | None,
+    ):
         self.ctx = ctx
         self._metrics = metrics
         self._load = load
+        self._report_load = report_load
+        self._keepalive_s = keepalive_s
+        self._openapi: bytes | None = None
 
     async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
         job = completions.prepare_completion(self.ctx, req, f"cmpl-{request_id(request.scope)}")
         if job.stream:
             return EventStreamResponse(
-                lambda emit: completions.stream_completion(self.ctx, job, emit)
+                lambda emit: completions.stream_completion(self.ctx, job, emit),
+                keepalive_s=self._keepalive_s,
             )
         result = await run_until_disconnect(
             request.receive, lambda: completions.create_completion(self.ctx, job)
@@ -196,7 +230,9 @@ class _Routes:
         req = await _parse(request, ChatCompletionRequest)
         job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}")
         if job.stream:
-            return EventStreamResponse(lambda emit: chat.stream_chat(self.ctx, job, emit))
+            return EventStreamResponse(
+                lambda emit: chat.stream_chat(self.ctx, job, emit), keepalive_s=self._keepalive_s
+            )
         result = await run_until_disconnect(
             request.receive, lambda: chat.create_chat(self.ctx, job)
         )
@@ -219,9 +255,21 @@ class _Routes:
     async def detokenize(self, request: Request) -> Response:
         return _json(tokens.detokenize(self.ctx, await _parse(request, DetokenizeRequest)))
 
-    async def health(self, request: Request) -> Response:
-        healthy = self.ctx.engine.is_healthy() and not self.ctx.draining
-        return Response(status_code=200 if healthy else 503)
+    async def livez(self, request: Request) -> Response:
+        """The process answers; says nothing of the engine (that is /readyz)."""
+        return Response(status_code=200)
+
+    async def readyz(self, request: Request) -> Response:
+        """200 when the model is loaded, the engine healthy and the server not draining."""
+        ready = self.ctx.engine.is_healthy() and not self.ctx.draining
+        return Response(status_code=200 if ready else 503)
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            info = self.ctx.engine.model_info
+            document = openapi_document(info.max_model_len, info.max_logprobs)
+            self._openapi = json.dumps(document).encode()
+        return Response(self._openapi, media_type="application/json")
 
     async def version(self, request: Request) -> Response:
         return _json(VersionResponse(version=llmkit.__version__))
@@ -231,7 +279,7 @@ class _Routes:
         return Response(body, headers={"content-type": content_type})
 
     async def load(self, request: Request) -> Response:
-        return JSONResponse({"server_load": self._load.in_flight})
+        return JSONResponse({"server_load": self._load.in_flight if self._report_load else 0})
 
 
 async def _parse(request: Request, model: type[M]) -> M:
@@ -256,7 +304,9 @@ def _json(result: BaseModel | None, status: int = 200) -> Response:
 
 async def _openai_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OpenAIError)
-    return _json(exc.body(), exc.status)
+    response = _json(exc.body(), exc.status)
+    response.headers.update(exc.headers)
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -29,7 +29,7 @@ def route_path(scope: Scope) -> str:
     return path
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope["headers"]:
         if key == name:
             return value.decode("latin-1")
@@ -55,7 +55,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = _header(scope, b"x-request-id")
+        rid = header(scope, b"x-request-id")
         if not rid or len(rid) > _MAX_REQUEST_ID_LEN or not rid.isprintable():
             rid = uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = rid
@@ -112,7 +112,7 @@ class ApiKeyMiddleware:
             scope["type"] != "http"
             or scope["method"] == "OPTIONS"  # CORS preflights carry no credentials
             or route_path(scope) in self._open
-            or self._valid(_header(scope, b"authorization"))
+            or self._valid(header(scope, b"authorization"))
         ):
             await self.app(scope, receive, send)
             return
