@@ -70,7 +70,7 @@ def _metric(text: str, name: str) -> float:
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith(name + " ") or line.startswith(name + "{")
+        if line.startswith((name + " ", name + "{"))
     )
 
 
@@ -127,14 +127,11 @@ async def test_a_stream_waiting_in_the_queue_gets_keep_alive_comments(burst_serv
             for i in range(SEQS)
         ]
         await asyncio.sleep(0.2)
-        lines = []
         async with http.stream(
             "POST", "/v1/completions", json=_body("queued", 4, stream=True)
         ) as response:
             assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line:
-                    lines.append(line)
+            lines = [line async for line in response.aiter_lines() if line]
         await asyncio.gather(*long)
     first_data = next(i for i, line in enumerate(lines) if line.startswith("data:"))
     assert first_data > 0 and set(lines[:first_data]) == {": keep-alive"}
