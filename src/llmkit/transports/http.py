@@ -84,8 +84,9 @@ def create_app(
     """The OpenAI routes for ``engine``.
 
     ``served_model_name``: the name(s) clients use (default: the engine's model);
-    ``api_key``: one key or several, required on every route but /health (and /metrics
-    and /load unless ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
+    ``api_key``: one key or several, required on every route but the probes and
+    /openapi.json (and /metrics and /load unless ``metrics_require_api_key``);
+    ``allowed_origins`` turns on CORS;
     ``log_prompts`` puts prompts (cut to ``max_log_len`` characters) in the request log;
     ``owns_engine`` starts the engine with the app's lifespan and shuts it down after;
     ``options`` shape the answers (see ServingOptions); ``middleware``: Starlette
@@ -145,7 +146,8 @@ def create_app(
         )
     stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
     keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
-    probes = {"/health", "/livez", "/readyz"}
+    # Probes and the API's description need no key, as load balancers and tools read them.
+    probes = {"/health", "/livez", "/readyz", "/openapi.json"}
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = probes if metrics_require_api_key else probes | {"/metrics", "/load"}
@@ -155,7 +157,7 @@ def create_app(
             Middleware(
                 RateLimitMiddleware,
                 limits=rate_limits,
-                open_paths=frozenset(probes | {"/metrics", "/load", "/openapi.json"}),
+                open_paths=frozenset(probes | {"/metrics", "/load"}),
                 on_limit=lambda key, limit: metrics.rate_limited.labels(key, limit).inc(),
             )
         )
@@ -267,7 +269,8 @@ class _Routes:
     async def openapi(self, request: Request) -> Response:
         if self._openapi is None:
             info = self.ctx.engine.model_info
-            document = openapi_document(info.max_model_len, info.max_logprobs)
+            names = self.ctx.model_names
+            document = openapi_document(names, info.max_model_len, info.max_logprobs)
             self._openapi = json.dumps(document).encode()
         return Response(self._openapi, media_type="application/json")
 

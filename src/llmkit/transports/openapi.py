@@ -61,10 +61,19 @@ _MODEL_ERRORS = {
 _READ_ERRORS = {k: _MODEL_ERRORS[k] for k in ("401", "429")}
 
 
-def openapi_document(max_model_len: int, max_logprobs: int) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of ``create_app``'s routes for a model of these limits."""
+def openapi_document(
+    model_names: list[str], max_model_len: int, max_logprobs: int
+) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``create_app``'s routes for the served model's names and
+    limits (any other model name is a 404)."""
     refs, top = models_json_schema(_MODELS, ref_template=_REF)
     schemas: dict[str, Any] = top.get("$defs", {})
+    for schema in schemas.values():
+        if schema.get("title", "").endswith("Request") and "model" in schema["properties"]:
+            schema["properties"]["model"] = {
+                "anyOf": [{"enum": model_names}, {"type": "null"}],
+                "default": None,
+            }
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -133,7 +142,13 @@ def openapi_document(max_model_len: int, max_logprobs: int) -> dict[str, Any]:
             "/version": read_route("The server's version.", json_of(ref(VersionResponse))),
             "/metrics": read_route("Prometheus metrics.", {"text/plain": {"schema": {}}}),
             "/load": read_route("Requests in flight.", json_of(load)),
-            "/openapi.json": read_route("This document.", json_of({"type": "object"})),
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document.",
+                    "security": [],
+                    "responses": {"200": {"description": "OK", "content": json_of({})}},
+                }
+            },
             "/health": probe("Ready (vLLM's name for /readyz)."),
             "/livez": probe("The process answers."),
             "/readyz": probe("The model is loaded, the engine healthy, the server not draining."),
