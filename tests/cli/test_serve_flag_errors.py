@@ -36,6 +36,10 @@ CASES = {
     "--return-tokens-as-token-ids": ["--return-tokens-as-token-ids=1"],
     "--enable-force-include-usage": ["--enable-force-include-usage=1"],
     "--enable-prompt-tokens-details": ["--enable-prompt-tokens-details=1"],
+    "--rate-limit-concurrency": ["--rate-limit-concurrency", "0"],
+    "--rate-limit-rps": ["--rate-limit-rps", "-1"],
+    "--rate-limit-burst": ["--rate-limit-burst", "5"],
+    "--sse-keepalive-s": ["--sse-keepalive-s", "-1"],
 }
 MORE = [
     ("--ssl-keyfile", ["--ssl-certfile", "{garbage}"]),
@@ -44,6 +48,7 @@ MORE = [
     ("--middleware", ["--middleware", "json:__doc__"]),
     ("--log-config-file", ["--log-config-file", "/no/such/log.json"]),
     ("--log-config-file", ["--log-config-file", "{bad_config}"]),
+    ("--rate-limit-burst", ["--rate-limit-rps", "2", "--rate-limit-burst", "0"]),
 ]
 
 
