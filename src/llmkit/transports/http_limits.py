@@ -24,6 +24,9 @@ from llmkit.transports.http_middleware import header, route_path
 # A key at its concurrency limit learns to retry after this long: a slot frees when any
 # of its requests ends, which the server cannot predict.
 _CONCURRENCY_RETRY_S = 0.5
+# Past this many keys tracked, idle ones (nothing in flight, bucket full) are forgotten, so
+# clients without a key (one entry per address) cannot grow the table without bound.
+_MAX_KEYS = 10_000
 
 
 @dataclass(frozen=True)
@@ -106,12 +109,23 @@ class RateLimitMiddleware:
     def _state(self, key: str, now: float) -> _KeyState:
         state = self._keys.get(key)
         if state is None:
+            if len(self._keys) >= _MAX_KEYS:
+                self._forget_idle(now)
             state = self._keys[key] = _KeyState(self._limits.capacity, now)
         rate = self._limits.requests_per_second
         if rate is not None:
             state.level = min(self._limits.capacity, state.level + (now - state.updated) * rate)
         state.updated = now
         return state
+
+    def _forget_idle(self, now: float) -> None:
+        rate = self._limits.requests_per_second or 0.0
+        capacity = self._limits.capacity
+        self._keys = {
+            key: state
+            for key, state in self._keys.items()
+            if state.in_flight or state.level + (now - state.updated) * rate < capacity
+        }
 
     def _headers(self, state: _KeyState) -> list[tuple[bytes, bytes]]:
         limits = self._limits
