@@ -13,6 +13,7 @@ EXPECTED = {
     "EngineConfig",
     "EngineDeadError",
     "EngineNotStartedError",
+    "EngineOverloadedError",
     "EngineProtocol",
     "EngineStats",
     "LLM",

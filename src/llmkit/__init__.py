@@ -22,6 +22,7 @@ _EXPORTS = {
     "LLM": "llmkit.engine.llm",
     "EngineConfig": "llmkit.config",
     "EngineDeadError": "llmkit.errors",
+    "EngineOverloadedError": "llmkit.errors",
     "LLMKitError": "llmkit.errors",
     "RequestFailedError": "llmkit.errors",
     "CompletionOutput": "llmkit.outputs",
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from llmkit.errors import (
         EngineDeadError,
         EngineNotStartedError,
+        EngineOverloadedError,
         LLMKitError,
         RequestFailedError,
     )

@@ -106,6 +106,27 @@ class EngineConfig:
         default=20,
         metadata={"help": "the most log probabilities a request may ask for, per token"},
     )
+    max_queued_requests: int | None = field(
+        default=None,
+        metadata={
+            "help": "refuse new requests (EngineOverloadedError; HTTP 503) while this many "
+            "wait for their first step (default: no limit)"
+        },
+    )
+    max_queued_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "refuse new requests while the prompts waiting for their first step hold "
+            "this many tokens (default: no limit)"
+        },
+    )
+    max_queue_wait_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "fail a request that waited this many seconds without its first step "
+            "(default: no limit)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -130,6 +151,12 @@ class EngineConfig:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.max_queued_requests is not None:
+            _at_least("max_queued_requests", self.max_queued_requests, 1)
+        if self.max_queued_tokens is not None:
+            _at_least("max_queued_tokens", self.max_queued_tokens, 1)
+        if self.max_queue_wait_s is not None and not self.max_queue_wait_s > 0:
+            raise ValueError(f"max_queue_wait_s must be > 0, got {self.max_queue_wait_s}")
         if not self.cpu_kv_cache_gib > 0:
             raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")
 

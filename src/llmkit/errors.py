@@ -6,6 +6,7 @@ else derives from :class:`LLMKitError`::
     LLMKitError
     ├── EngineDeadError        the engine stopped and cannot serve any request
     ├── EngineNotStartedError  the engine was never started (``async with engine``)
+    ├── EngineOverloadedError  the engine's queue is full (or a request waited too long); retry
     ├── RequestFailedError     the engine failed while computing this request
     └── PluginError            a named plugin is missing or failed to import (also a ValueError)
 """
@@ -27,6 +28,21 @@ class EngineNotStartedError(LLMKitError):
 
 class RequestFailedError(LLMKitError):
     """A step that computed this request failed; other requests were not affected."""
+
+
+class EngineOverloadedError(LLMKitError):
+    """The engine refused or dropped a request because its queue is full or too slow.
+
+    Raised before anything is queued when ``max_queued_requests`` or ``max_queued_tokens``
+    is reached (``reason`` "queued_requests" / "queued_tokens"), and from a request's stream
+    when it waited longer than ``max_queue_wait_s`` for its first step ("queue_wait").
+    ``retry_after_s`` is the engine's hint of when a retry may be admitted.
+    """
+
+    def __init__(self, message: str, retry_after_s: float = 1.0, reason: str = "queued_requests"):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.reason = reason
 
 
 class PluginError(LLMKitError, ValueError):

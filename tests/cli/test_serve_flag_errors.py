@@ -40,6 +40,10 @@ CASES = {
     "--reasoning-parser": ["--reasoning-parser", "no_such_parser"],
     "--enable-auto-tool-choice": ["--enable-auto-tool-choice"],
     "--chat-template": ["--chat-template", "no_such_template"],
+    "--rate-limit-concurrency": ["--rate-limit-concurrency", "0"],
+    "--rate-limit-rps": ["--rate-limit-rps", "-1"],
+    "--rate-limit-burst": ["--rate-limit-burst", "5"],
+    "--sse-keepalive-s": ["--sse-keepalive-s", "-1"],
 }
 MORE = [
     ("--ssl-keyfile", ["--ssl-certfile", "{garbage}"]),
@@ -48,6 +52,7 @@ MORE = [
     ("--middleware", ["--middleware", "json:__doc__"]),
     ("--log-config-file", ["--log-config-file", "/no/such/log.json"]),
     ("--log-config-file", ["--log-config-file", "{bad_config}"]),
+    ("--rate-limit-burst", ["--rate-limit-rps", "2", "--rate-limit-burst", "0"]),
 ]
 
 

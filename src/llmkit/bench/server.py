@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import IO
 
 import httpx
 
@@ -17,9 +18,12 @@ def _free_port() -> int:
 
 
 def start_server(
-    model: str, flags: list[str], timeout: float = 300.0
+    model: str, flags: list[str], timeout: float = 300.0, log: IO[bytes] | None = None
 ) -> tuple[subprocess.Popen, str]:
-    """``llmkit serve MODEL FLAGS`` on a free port; the process and its base URL, once healthy."""
+    """``llmkit serve MODEL FLAGS`` on a free port; the process and its base URL, once healthy.
+
+    ``log``: a file for the server's output (default: this process's).
+    """
     port = _free_port()
     cmd = [
         sys.executable,
@@ -33,7 +37,7 @@ def start_server(
         "warning",
         *flags,
     ]
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

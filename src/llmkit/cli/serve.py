@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from llmkit.cli.serve_setup import (
     apply_log_config,
     chat_template,
     load_middleware,
+    rate_limits,
     serving_options,
     tls_settings,
     websocket_settings,
@@ -23,6 +26,7 @@ from llmkit.cli.serve_setup import (
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
     from llmkit.serving.context import ServingContext
+    from llmkit.transports.http_middleware import ServerLoad
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -99,6 +103,9 @@ def serve_command(args: argparse.Namespace) -> int:
     options = serving_options(args)
     websocket, ws_settings = websocket_settings(args)
     template = chat_template(args.chat_template)
+    limits = rate_limits(args)
+    if args.sse_keepalive_s < 0:
+        raise SystemExit("llmkit: error: --sse-keepalive-s: must be >= 0")
     engine, name = _served_engine(args)
     app = create_app(
         engine,
@@ -119,6 +126,8 @@ def serve_command(args: argparse.Namespace) -> int:
         access_log=not args.disable_uvicorn_access_log,
         websocket=websocket,
         ui=not args.no_ui,
+        rate_limits=limits,
+        sse_keepalive_s=args.sse_keepalive_s or None,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = args.uvicorn_log_level or args.log_level
@@ -139,7 +148,7 @@ def serve_command(args: argparse.Namespace) -> int:
         **tls,
         **ws_settings,
     )
-    _DrainingServer(server_config, app.state.serving).run()
+    _DrainingServer(server_config, app.state.serving, app.state.load).run()
     return 0
 
 
@@ -177,16 +186,35 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 
 class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, marking the app as draining as soon as a shutdown signal comes.
+    """uvicorn's server, draining on the first shutdown signal (SIGTERM, SIGINT).
 
-    uvicorn then stops accepting, waits up to ``timeout_graceful_shutdown`` for in-flight
-    requests, cancels the rest (which aborts them) and runs the lifespan's shutdown.
+    The app is marked draining at once: /readyz and /health answer 503 and new model
+    requests are refused with 503, while the port stays open and in-flight requests go
+    on. When none is left, or ``--shutdown-timeout`` has passed, uvicorn shuts down: it
+    stops accepting, waits for what remains only until that same deadline, cancels the
+    rest (which aborts them) and runs the lifespan's shutdown. A second signal exits at
+    once, as uvicorn's does.
     """
 
-    def __init__(self, config: uvicorn.Config, serving: ServingContext):
+    def __init__(self, config: uvicorn.Config, serving: ServingContext, load: ServerLoad):
         super().__init__(config)
         self._serving = serving
+        self._load = load
+        self._drain_deadline: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._drain_deadline is not None:
+            super().handle_exit(sig, frame)  # the second signal: exit now
+            return
         self._serving.draining = True
-        super().handle_exit(sig, frame)
+        self._drain_deadline = time.monotonic() + (self.config.timeout_graceful_shutdown or 0)
+
+    async def on_tick(self, counter: int) -> bool:
+        deadline = self._drain_deadline
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if self._load.in_flight == 0 or left <= 0:
+                # What is left of the deadline bounds uvicorn's own wait (whole seconds).
+                self.config.timeout_graceful_shutdown = max(1, math.ceil(left))
+                return True
+        return await super().on_tick(counter)

@@ -84,6 +84,34 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for a pong before dropping the connection and aborting its "
         "requests (default: 20)",
     )
+    limits = parser.add_argument_group("per-key limits (429 over a limit)")
+    limits.add_argument(
+        "--rate-limit-concurrency",
+        type=int,
+        metavar="N",
+        help="the most requests one API key may have in flight at once (default: no limit)",
+    )
+    limits.add_argument(
+        "--rate-limit-rps",
+        type=float,
+        metavar="RATE",
+        help="the requests per second one API key may make, as a token bucket (default: no limit)",
+    )
+    limits.add_argument(
+        "--rate-limit-burst",
+        type=int,
+        metavar="N",
+        help="the requests a key may make at once before --rate-limit-rps applies "
+        "(default: one second's worth)",
+    )
+    server.add_argument(
+        "--sse-keepalive-s",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="send a comment line on a stream idle this long (queued or in a long prefill), "
+        "so proxies keep it open; 0 never does (default: 15)",
+    )
     logs = parser.add_argument_group("logging")
     logs.add_argument(
         "--log-config-file",

@@ -15,6 +15,7 @@ from llmkit.chat.resolve import resolve_chat_template
 from llmkit.errors import PluginError
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_limits import RateLimits
 
 if TYPE_CHECKING:
     from llmkit.transports.websocket import WebSocketOptions
@@ -173,3 +174,18 @@ def chat_template(value: str | None) -> str | None:
         return resolve_chat_template(value)
     except ValueError as exc:
         _fail("--chat-template", str(exc))
+
+
+def rate_limits(args: argparse.Namespace) -> RateLimits | None:
+    """The per-key limits the flags ask for; a bad value names its flag."""
+    if args.rate_limit_burst is not None and args.rate_limit_rps is None:
+        _fail("--rate-limit-burst", "needs --rate-limit-rps")
+    for flag, value in (
+        ("--rate-limit-concurrency", args.rate_limit_concurrency),
+        ("--rate-limit-rps", args.rate_limit_rps),
+        ("--rate-limit-burst", args.rate_limit_burst),
+    ):
+        if value is not None and not value > 0:
+            _fail(flag, f"must be > 0, got {value}")
+    limits = RateLimits(args.rate_limit_concurrency, args.rate_limit_rps, args.rate_limit_burst)
+    return limits if limits.enabled else None

@@ -106,6 +106,10 @@ class AsyncEngine:
         """The snapshot the core published after its last step or command."""
         return self._stats
 
+    def check_admission(self) -> None:
+        """Raise ``EngineOverloadedError`` if a new request would be refused now (queue full)."""
+        self._core.queue.check()
+
     @property
     def model_info(self) -> ModelInfo:
         return self._core.model_info
@@ -178,6 +182,7 @@ class AsyncEngine:
         tools: list[dict[str, Any]] | None = None,
     ) -> RequestStream[RequestOutput]:
         """Like :meth:`generate`, on a conversation rendered through the chat template."""
+        self.check_admission()
         prompt = self.render_chat(
             messages,
             chat_template,
@@ -199,18 +204,23 @@ class AsyncEngine:
         request_id: str | None,
         priority: int,
     ) -> RequestStream[Any]:
-        """Check and queue a request; its stream's output type follows ``params``."""
+        """Check, admit and queue a request; its stream's output type follows ``params``.
+
+        Raises ``EngineOverloadedError`` when the queue is full (see EngineConfig).
+        """
         if self._dead is not None or self._stopping:
             raise EngineDeadError("the engine is not running")
         if self._thread is None:
             raise EngineNotStartedError(
                 "the engine is not started: use `async with engine` or start()"
             )
+        self.check_admission()  # before tokenizing: a refusal costs almost nothing
         state, requests = self._processor.process(prompt, params, request_id, priority)
         stream: RequestStream[Any] = RequestStream(state, lambda: self._dead, self._release)
         with self._lock:
             if state.request_id in self._streams:
                 raise ValueError(f"request id {state.request_id!r} is already in use")
+            self._core.queue.reserve(len(state.prompt_token_ids))
             self._streams[state.request_id] = stream
         self._submit(lambda core: core.add(state, requests))
         return stream

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import torch
 
 from llmkit.config import EngineConfig
+from llmkit.engine.admission import AdmissionQueue
 from llmkit.engine.kv_cache import BlockAllocator
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.request import Request, RequestStatus
@@ -17,6 +19,7 @@ from llmkit.engine.stats import EngineStats
 from llmkit.engine.step_rows import plan_rows
 from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.errors import LLMKitError
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
 from llmkit.model.runner import ModelRunner, SeqInput
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
@@ -62,13 +65,18 @@ class EngineCore:
         self._generated_tokens = 0
         self._prompt_tokens = 0
         self._preemptions = 0
+        # Reserved by callers before add(); released here when a request first runs.
+        self.queue = AdmissionQueue(config.max_queued_requests, config.max_queued_tokens)
 
     # ---- requests in and out -------------------------------------------------------
 
     def add(self, state: RequestState, requests: list[Request]) -> None:
+        """Queue a request whose place the caller reserved with ``queue.reserve``."""
         if state.request_id in self._requests:
+            self.queue.release(len(state.prompt_token_ids), None)
             raise ValueError(f"request id {state.request_id!r} is already running")
         self._requests[state.request_id] = requests
+        self.queue.enter(state.request_id, requests[0].arrival_time, len(state.prompt_token_ids))
         for req in requests:
             seq = self._seqs[req] = _Seq(state)
             params = req.sampling_params
@@ -108,25 +116,34 @@ class EngineCore:
             prompt_tokens=self._prompt_tokens,
             steps=self._steps,
             num_preemptions=self._preemptions,
+            **self.queue.stats_fields(),
         )
 
     # ---- the step ------------------------------------------------------------------
 
     def step(self) -> list[RequestState]:
         """Run one step; returns the states that have something new to read."""
+        touched = self._expire_waiting()
         sched = self.scheduler.schedule()
         self._preemptions += len(sched.preempted)
-        if not sched:
-            return []
-        self._steps += 1
-        try:
-            touched = self._execute(sched)
-        except Exception as exc:  # one bad step must not end the engine
-            logger.exception("engine step failed; failing its %d requests", len(sched.requests))
-            touched = self._fail(sched.requests, f"engine step failed: {exc!r}")
+        if sched:
+            self._steps += 1
+            for req in sched.requests:
+                self.queue.started(self._seqs[req].state.request_id, time.monotonic())
+            try:
+                touched += self._execute(sched)
+            except Exception as exc:  # one bad step must not end the engine
+                logger.exception("engine step failed; failing its %d requests", len(sched.requests))
+                touched += self._fail(sched.requests, f"engine step failed: {exc!r}")
         for state in touched:
             state.mark_updated()
         return touched
+
+    def _expire_waiting(self) -> list[RequestState]:
+        """Fail the requests that waited longer than ``max_queue_wait_s`` for a first step."""
+        limit = self.config.max_queue_wait_s
+        overdue = self.queue.overdue(limit, time.monotonic()) if limit else []
+        return [s for rid, exc in overdue for s in self._fail(self._requests[rid][:1], exc)]
 
     def _execute(self, sched: SchedulerOutput) -> list[RequestState]:
         seqs = []
@@ -257,17 +274,16 @@ class EngineCore:
         assert pooler is not None
         return pooler
 
-    def _fail(self, requests: list[Request], message: str) -> list[RequestState]:
-        failed = {s.request_id: s for r in requests if (s := self._state_of(r)) is not None}
+    def _fail(self, requests: list[Request], error: str | LLMKitError) -> list[RequestState]:
+        """End the requests of ``requests`` with ``error``; a message fails them as failed steps."""
+        seqs = [seq for r in requests if (seq := self._seqs.get(r)) is not None]
+        failed = {seq.state.request_id: seq.state for seq in seqs}
         for state in failed.values():
             with state.lock:
-                state.error = message
+                state.error = str(error)
+                state.failure = error if isinstance(error, LLMKitError) else None
             self._end(state, RequestStatus.FINISHED_ERROR)
         return list(failed.values())
-
-    def _state_of(self, req: Request) -> RequestState | None:
-        seq = self._seqs.get(req)
-        return None if seq is None else seq.state
 
     def _end(self, state: RequestState, status: RequestStatus) -> None:
         for req in self._requests.get(state.request_id, []):
@@ -279,5 +295,6 @@ class EngineCore:
         self._forget(state)
 
     def _forget(self, state: RequestState) -> None:
+        self.queue.ended(state.request_id)
         for req in self._requests.pop(state.request_id, []):
             self._seqs.pop(req, None)

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from llmkit.engine.detokenizer import IncrementalDetokenizer
+from llmkit.errors import LLMKitError
 from llmkit.outputs import (
     CompletionOutput,
     EmbeddingOutput,
@@ -69,6 +70,7 @@ class RequestState:
         self.embedding: list[float] | None = None
         self.num_cached_tokens = 0
         self.error: str | None = None
+        self.failure: LLMKitError | None = None  # what to raise for ``error``, if not the default
         self._sent_prompt_logprobs = False
         self._updated = False
         self.lock = threading.Lock()

@@ -82,7 +82,8 @@ class OutputStream(Protocol[Output_co]):
 class EngineProtocol(Protocol):
     """The engine's public surface. ``generate``/``encode``/``chat`` raise ``ValueError`` for
     bad input and :class:`~llmkit.errors.LLMKitError` subclasses when the engine cannot
-    take work; their streams raise ``LLMKitError`` subclasses if the engine fails."""
+    take work (``EngineOverloadedError`` when its queue is full); their streams raise
+    ``LLMKitError`` subclasses if the engine fails."""
 
     @property
     def model_info(self) -> ModelInfo: ...
@@ -141,6 +142,11 @@ class EngineProtocol(Protocol):
     async def abort(self, request_id: str) -> None: ...
 
     def stats(self) -> EngineStats: ...
+
+    def check_admission(self) -> None:
+        """Raise :class:`~llmkit.errors.EngineOverloadedError` if a new request would be
+        refused now; transports call it before any tokenization or template rendering."""
+        ...
 
     def is_healthy(self) -> bool: ...
 

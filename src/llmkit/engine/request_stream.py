@@ -54,7 +54,7 @@ class RequestStream(Generic[Output]):
                 dead = self._engine_error()
                 error = self._state.error
                 if error is not None:
-                    raise RequestFailedError(error)
+                    raise self._state.failure or RequestFailedError(error)
                 output = self._state.take_output()
                 if output is not None:
                     if output.finished:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -18,3 +18,12 @@ class EngineStats:
     prompt_tokens: int
     steps: int
     num_preemptions: int
+    # Admission: requests (and their prompt tokens) admitted but not yet run, the limits,
+    # and how long requests waited for their first step (see engine/admission.py).
+    num_queued: int = 0
+    queued_tokens: int = 0
+    max_queued_requests: int | None = None
+    max_queued_tokens: int | None = None
+    queue_wait_count: int = 0
+    queue_wait_sum: float = 0.0
+    queue_wait_buckets: tuple[int, ...] = field(default_factory=tuple)

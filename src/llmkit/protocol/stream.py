@@ -31,7 +31,7 @@ from typing import Literal
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
-from llmkit.errors import EngineDeadError, RequestFailedError
+from llmkit.errors import EngineDeadError, EngineOverloadedError, RequestFailedError
 from llmkit.protocol.stream_data import (
     MISSING,
     Message,
@@ -207,6 +207,8 @@ def engine_error_message(rid: str, exc: Exception) -> Message:
     """The error message for an engine's ValueError (bad input) or LLMKitError (its failure)."""
     if isinstance(exc, ValueError):
         return error_message(str(exc), param=param_of(exc), request_id=rid)
+    if isinstance(exc, EngineOverloadedError):
+        return overloaded_message(exc, rid)
     if isinstance(exc, EngineDeadError):
         return error_message(
             str(exc), code="engine_dead", request_id=rid, error_type="service_unavailable"
@@ -214,9 +216,33 @@ def engine_error_message(rid: str, exc: Exception) -> Message:
     return error_message(str(exc), code="request_failed", request_id=rid, error_type="server_error")
 
 
+def overloaded_body(exc: EngineOverloadedError) -> Message:
+    """OpenAI's error body for a refusal (code ``overloaded``), with the retry hint in ms."""
+    return {
+        "message": str(exc),
+        "type": "service_unavailable",
+        "param": None,
+        "code": "overloaded",
+        "reason": exc.reason,
+        "retry_after_ms": round(exc.retry_after_s * 1000),
+    }
+
+
+def overloaded_message(exc: EngineOverloadedError, rid: str | None) -> Message:
+    """The ``error`` message for a request the engine refused or dropped for overload."""
+    return {"type": "error", "id": rid, "error": overloaded_body(exc)}
+
+
 def error_from_wire(error: Message) -> Exception:
     """The exception an engine would have raised, for an ``error`` message's body."""
     message = str(error.get("message"))
+    if error.get("code") == "overloaded":
+        retry_ms = error.get("retry_after_ms")
+        return EngineOverloadedError(
+            message,
+            retry_ms / 1000 if isinstance(retry_ms, (int, float)) else 1.0,
+            str(error.get("reason", "queued_requests")),
+        )
     if error.get("code") == "engine_dead":
         return EngineDeadError(message)
     if error.get("type") == "invalid_request_error":

@@ -184,7 +184,8 @@ def stats_to_wire(stats: EngineStats) -> Message:
 
 
 def stats_from_wire(data: Message) -> EngineStats:
-    return EngineStats(**data)
+    buckets = tuple(data.get("queue_wait_buckets", ()))
+    return EngineStats(**{**data, "queue_wait_buckets": buckets})
 
 
 def model_info_to_wire(info: ModelInfo) -> Message:

@@ -6,9 +6,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from llmkit.errors import EngineOverloadedError
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.reasoning import ReasoningParser
-from llmkit.serving.errors import OpenAIError, bad_request
+from llmkit.serving.errors import OpenAIError, bad_request, from_engine_error
 from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.options import ServingOptions
 from llmkit.tools import ToolParser
@@ -82,11 +83,27 @@ class ServingContext:
             )
 
     def check_accepting(self) -> None:
-        """New work is refused (503) while draining, or when the engine is not running."""
+        """New work is refused (503) while draining, when the engine is not running, or when
+        its queue is full (code ``overloaded``, with a retry hint): before any tokenizing."""
         if self.draining:
+            self.count_refusal("draining")
             raise OpenAIError(503, "the server is shutting down and accepts no new requests")
         if not self.engine.is_healthy():
             raise OpenAIError(503, "the engine is not running")
+        try:
+            self.engine.check_admission()
+        except EngineOverloadedError as exc:
+            raise self.engine_error(exc) from None
+
+    def engine_error(self, exc: BaseException) -> OpenAIError:
+        """The answer for an engine's failure or refusal; refusals are counted by reason."""
+        if isinstance(exc, EngineOverloadedError):
+            self.count_refusal(exc.reason)
+        return from_engine_error(exc)
+
+    def count_refusal(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.refused.labels(reason).inc()
 
     def track(self) -> RequestTracker:
         return RequestTracker(self.metrics)

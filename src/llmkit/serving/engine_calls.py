@@ -20,7 +20,7 @@ from llmkit.errors import LLMKitError
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import from_engine_error, from_value_error
+from llmkit.serving.errors import from_value_error
 from llmkit.serving.params import PARAM_NAMES
 from llmkit.serving.prompts import EnginePrompt
 
@@ -44,7 +44,7 @@ def start_generation(
     def start(prompt: EnginePrompt, rid: str) -> OutputStream[RequestOutput]:
         return ctx.engine.generate(prompt.as_input(), params, request_id=rid, priority=priority)
 
-    return _start(request_id, prompts, start, PARAM_NAMES, renames)
+    return _start(ctx, request_id, prompts, start, PARAM_NAMES, renames)
 
 
 def start_embedding(
@@ -60,10 +60,11 @@ def start_embedding(
     def start(prompt: EnginePrompt, rid: str) -> OutputStream[EmbeddingRequestOutput]:
         return ctx.engine.encode(prompt.as_input(), params, request_id=rid, priority=priority)
 
-    return _start(request_id, prompts, start, known)
+    return _start(ctx, request_id, prompts, start, known)
 
 
 def _start(
+    ctx: ServingContext,
     request_id: str,
     prompts: list[EnginePrompt],
     start: Callable[[EnginePrompt, str], OutputStream[Output]],
@@ -84,7 +85,7 @@ def _start(
             stream.close()
         if isinstance(exc, ValueError):
             raise from_value_error(exc, known, renames) from None
-        raise from_engine_error(exc) from exc
+        raise ctx.engine_error(exc) from exc
     return streams
 
 
@@ -115,7 +116,7 @@ async def run_streams(
     except LLMKitError as exc:
         for tracker in trackers:
             tracker.finish({"error"})
-        raise from_engine_error(exc) from exc
+        raise ctx.engine_error(exc) from exc
     finally:
         for tracker in trackers:
             tracker.finish({"abort"})

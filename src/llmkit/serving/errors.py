@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from pydantic import ValidationError
 
-from llmkit.errors import EngineDeadError, RequestFailedError
+from llmkit.errors import EngineDeadError, EngineOverloadedError, RequestFailedError
 from llmkit.protocol.openai import ErrorInfo, ErrorResponse
 
 _TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
     404: "invalid_request_error",
+    429: "requests",
     500: "server_error",
     503: "service_unavailable",
 }
@@ -23,16 +25,35 @@ class OpenAIError(Exception):
     """An error to report to the client as ``{"error": {message, type, param, code}}``."""
 
     def __init__(
-        self, status: int, message: str, param: str | None = None, code: str | None = None
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        *,
+        retry_after_s: float | None = None,
+        error_type: str | None = None,
     ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.retry_after_s = retry_after_s
+        self.error_type = error_type
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Retry-After`` (whole seconds) and ``retry-after-ms`` when there is a retry hint."""
+        if self.retry_after_s is None:
+            return {}
+        return {
+            "retry-after": str(max(1, math.ceil(self.retry_after_s))),
+            "retry-after-ms": str(max(1, round(self.retry_after_s * 1000))),
+        }
 
     def body(self) -> ErrorResponse:
-        kind = _TYPES.get(
+        kind = self.error_type or _TYPES.get(
             self.status, "invalid_request_error" if self.status < 500 else "server_error"
         )
         return ErrorResponse(
@@ -98,9 +119,17 @@ _TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
 
 
 def from_engine_error(exc: BaseException) -> OpenAIError:
-    """A 5xx for a failure inside the engine, which is never the client's fault."""
+    """A 5xx for a failure inside the engine, which is never the client's fault; a 503 with
+    a retry hint when the engine is overloaded."""
+    if isinstance(exc, EngineOverloadedError):
+        return overloaded(str(exc), exc.retry_after_s)
     if isinstance(exc, EngineDeadError):
         return OpenAIError(503, f"the engine is not running: {exc}")
     if isinstance(exc, RequestFailedError):
         return OpenAIError(500, f"the engine failed on this request: {exc}")
     return OpenAIError(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def overloaded(message: str, retry_after_s: float) -> OpenAIError:
+    """The 503 (code ``overloaded``) for work refused for lack of room, with a retry hint."""
+    return OpenAIError(503, message, None, "overloaded", retry_after_s=retry_after_s)

@@ -17,8 +17,15 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from llmkit.engine.admission import QUEUE_WAIT_BUCKETS
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
@@ -86,6 +93,19 @@ class _EngineCollector(Collector):
             value=s.num_preemptions,
         )
         yield CounterMetricFamily("llmkit:engine_steps", "Engine steps run.", value=s.steps)
+        yield GaugeMetricFamily(
+            "llmkit:num_requests_queued",
+            "Requests admitted but not yet run (what max_queued_requests limits).",
+            value=s.num_queued,
+        )
+        if s.queue_wait_buckets:
+            bounds = [*map(str, QUEUE_WAIT_BUCKETS), "+Inf"]
+            yield HistogramMetricFamily(
+                "llmkit:request_queue_time_seconds",
+                "Time requests waited for their first step.",
+                buckets=list(zip(bounds, s.queue_wait_buckets)),
+                sum_value=s.queue_wait_sum,
+            )
 
 
 class ServerMetrics:
@@ -123,6 +143,18 @@ class ServerMetrics:
             self.finished.labels(reason)
         self.failed = Counter(
             "llmkit:request_failure", "Requests the engine failed on.", registry=reg
+        )
+        self.refused = Counter(
+            "llmkit:request_refused",
+            "Requests refused (503) or dropped for overload or shutdown, by reason.",
+            ["reason"],
+            registry=reg,
+        )
+        self.rate_limited = Counter(
+            "llmkit:rate_limit_hits",
+            "Requests refused (429) over a per-key limit, by key id and limit.",
+            ["key", "limit"],
+            registry=reg,
         )
 
     def render(self) -> tuple[bytes, str]:

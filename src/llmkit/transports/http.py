@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
     ApiKeys,
@@ -51,6 +53,7 @@ from llmkit.transports.http_middleware import (
 )
 from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
+from llmkit.transports.openapi import openapi_document
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 M = TypeVar("M", bound=BaseModel)
@@ -80,14 +83,16 @@ def create_app(
     access_log: bool = True,
     websocket: WebSocketOptions | None = None,
     ui: bool = False,
+    rate_limits: RateLimits | None = None,
+    sse_keepalive_s: float | None = 15.0,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
     ``served_model_name``: the name(s) clients use (default: the engine's model);
-    ``api_key``: one key or several, required on every route but /health and the chat
-    page (and /metrics and /load unless ``metrics_require_api_key``);
-    ``allowed_origins`` turns on CORS; ``log_prompts`` puts prompts (cut to
-    ``max_log_len`` characters) in the request log;
+    ``api_key``: one key or several, required on every route but the probes,
+    /openapi.json and the chat page (and /metrics and /load unless
+    ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
+    ``log_prompts`` puts prompts (cut to ``max_log_len`` characters) in the request log;
     ``owns_engine`` starts the engine with the app's lifespan and shuts it down after;
     ``options`` shape the answers (see ServingOptions); ``middleware``: Starlette
     ``Middleware`` objects, ASGI middleware classes or factories (called with the app), or
@@ -98,7 +103,11 @@ def create_app(
     ``websocket``: the limits of the ``/v1/ws`` endpoint (see WebSocketOptions), which
     takes the same keys and, from browsers, only ``allowed_origins`` (or the page's own);
     ``ui`` serves the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
-    The serving context is ``app.state.serving``: set its ``draining`` to refuse new work.
+    ``rate_limits`` limit each API key (429 over a limit); ``sse_keepalive_s``: the idle
+    time after which a stream gets a keep-alive comment line (None: never).
+    The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
+    (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
+    POST requests in flight.
     """
     if isinstance(served_model_name, str):
         names = [served_model_name]
@@ -115,7 +124,7 @@ def create_app(
         options=options or ServingOptions(),
     )
     load = ServerLoad()
-    api = _Routes(ctx, metrics, load)
+    api = _Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
     keys = ApiKeys([api_key] if isinstance(api_key, str) else list(api_key or []))
     ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions())
     routes = [
@@ -125,7 +134,10 @@ def create_app(
         Route("/v1/models", api.models, methods=["GET"]),
         Route("/tokenize", api.tokenize, methods=["POST"]),
         Route("/detokenize", api.detokenize, methods=["POST"]),
-        Route("/health", api.health, methods=["GET"]),
+        Route("/health", api.readyz, methods=["GET"]),
+        Route("/livez", api.livez, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/version", api.version, methods=["GET"]),
         Route("/metrics", api.metrics, methods=["GET"]),
         Route("/load", api.load, methods=["GET"]),
@@ -146,14 +158,23 @@ def create_app(
             )
         )
     stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
+    # Probes and the API's description need no key, as load balancers and tools read them.
+    probes = {"/health", "/livez", "/readyz", "/openapi.json"} | (PAGE_PATHS if ui else set())
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
-        open_paths = {"/health"} if metrics_require_api_key else {"/health", "/metrics", "/load"}
-        if ui:
-            open_paths |= PAGE_PATHS
+        open_paths = probes if metrics_require_api_key else probes | {"/metrics", "/load"}
         stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
-    if enable_server_load_tracking:
-        stack.append(Middleware(LoadTrackingMiddleware, load=load))
+    if rate_limits is not None and rate_limits.enabled:
+        stack.append(
+            Middleware(
+                RateLimitMiddleware,
+                limits=rate_limits,
+                open_paths=frozenset(probes | {"/metrics", "/load"}),
+                on_limit=lambda key, limit: metrics.rate_limited.labels(key, limit).inc(),
+            )
+        )
+    # Always counted: a draining server waits for this to reach 0.
+    stack.append(Middleware(LoadTrackingMiddleware, load=load))
     app = Starlette(
         routes=routes,
         middleware=stack,
@@ -165,6 +186,7 @@ def create_app(
         lifespan=_engine_lifespan(engine) if owns_engine else None,
     )
     app.state.serving = ctx
+    app.state.load = load
     return app
 
 
@@ -190,17 +212,28 @@ def _engine_lifespan(
 class _Routes:
     """The endpoints: parse, hand to serving/, answer. One serving call per endpoint."""
 
-    def __init__(self, ctx: ServingContext, metrics: ServerMetrics, load: ServerLoad):
+    def __init__(
+        self,
+        ctx: ServingContext,
+        metrics: ServerMetrics,
+        load: ServerLoad,
+        report_load: bool,
+        keepalive_s: float | None,
+    ):
         self.ctx = ctx
         self._metrics = metrics
         self._load = load
+        self._report_load = report_load
+        self._keepalive_s = keepalive_s
+        self._openapi: bytes | None = None
 
     async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
         job = completions.prepare_completion(self.ctx, req, f"cmpl-{request_id(request.scope)}")
         if job.stream:
             return EventStreamResponse(
-                lambda emit: completions.stream_completion(self.ctx, job, emit)
+                lambda emit: completions.stream_completion(self.ctx, job, emit),
+                keepalive_s=self._keepalive_s,
             )
         result = await run_until_disconnect(
             request.receive, lambda: completions.create_completion(self.ctx, job)
@@ -211,7 +244,9 @@ class _Routes:
         req = await _parse(request, ChatCompletionRequest)
         job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}")
         if job.stream:
-            return EventStreamResponse(lambda emit: chat.stream_chat(self.ctx, job, emit))
+            return EventStreamResponse(
+                lambda emit: chat.stream_chat(self.ctx, job, emit), keepalive_s=self._keepalive_s
+            )
         result = await run_until_disconnect(
             request.receive, lambda: chat.create_chat(self.ctx, job)
         )
@@ -234,9 +269,22 @@ class _Routes:
     async def detokenize(self, request: Request) -> Response:
         return _json(tokens.detokenize(self.ctx, await _parse(request, DetokenizeRequest)))
 
-    async def health(self, request: Request) -> Response:
-        healthy = self.ctx.engine.is_healthy() and not self.ctx.draining
-        return Response(status_code=200 if healthy else 503)
+    async def livez(self, request: Request) -> Response:
+        """The process answers; says nothing of the engine (that is /readyz)."""
+        return Response(status_code=200)
+
+    async def readyz(self, request: Request) -> Response:
+        """200 when the model is loaded, the engine healthy and the server not draining."""
+        ready = self.ctx.engine.is_healthy() and not self.ctx.draining
+        return Response(status_code=200 if ready else 503)
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            info = self.ctx.engine.model_info
+            names = self.ctx.model_names
+            document = openapi_document(names, info.max_model_len, info.max_logprobs)
+            self._openapi = json.dumps(document).encode()
+        return Response(self._openapi, media_type="application/json")
 
     async def version(self, request: Request) -> Response:
         return _json(VersionResponse(version=llmkit.__version__))
@@ -246,7 +294,7 @@ class _Routes:
         return Response(body, headers={"content-type": content_type})
 
     async def load(self, request: Request) -> Response:
-        return JSONResponse({"server_load": self._load.in_flight})
+        return JSONResponse({"server_load": self._load.in_flight if self._report_load else 0})
 
 
 async def _parse(request: Request, model: type[M]) -> M:
@@ -271,7 +319,9 @@ def _json(result: BaseModel | None, status: int = 200) -> Response:
 
 async def _openai_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OpenAIError)
-    return _json(exc.body(), exc.status)
+    response = _json(exc.body(), exc.status)
+    response.headers.update(exc.headers)
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -7,6 +7,7 @@ serving call closes its engine streams, which aborts the engine requests.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -30,6 +31,7 @@ _SSE_HEADERS = [
     (b"x-accel-buffering", b"no"),
 ]
 _DONE = b"data: [DONE]\n\n"
+_KEEPALIVE = b": keep-alive\n\n"
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: CancelScope) -> None:
@@ -60,35 +62,61 @@ class EventStreamResponse:
     """An ASGI response that streams what ``produce(emit)`` emits, then ``data: [DONE]``.
 
     An error once streaming has begun is sent as one ``data: {"error": ...}`` event
-    before ``[DONE]``, as OpenAI and vLLM do.
+    before ``[DONE]``, as OpenAI and vLLM do. While nothing has been sent for
+    ``keepalive_s`` seconds (a request waiting in the queue or in a long prefill), a
+    ``: keep-alive`` comment line is, so that proxies do not cut an idle connection.
     """
 
     def __init__(
-        self, produce: Callable[[Emit], Awaitable[None]], headers: dict[str, str] | None = None
+        self,
+        produce: Callable[[Emit], Awaitable[None]],
+        headers: dict[str, str] | None = None,
+        keepalive_s: float | None = None,
     ):
         self._produce = produce
+        self._keepalive_s = keepalive_s
         self._headers = _SSE_HEADERS + [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()
         ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self._headers})
+        last_sent = anyio.current_time()
+
+        async def send_body(body: bytes) -> None:
+            nonlocal last_sent
+            last_sent = anyio.current_time()
+            await send({"type": "http.response.body", "body": body, "more_body": True})
 
         async def emit(chunk: BaseModel) -> None:
-            body = b"data: " + chunk.model_dump_json().encode() + b"\n\n"
-            await send({"type": "http.response.body", "body": body, "more_body": True})
+            await send_body(b"data: " + chunk.model_dump_json().encode() + b"\n\n")
+
+        # Its own scope: it stops before [DONE], so it never sends after the last message.
+        keepalive_scope = anyio.CancelScope()
+
+        async def keep_alive(interval: float) -> None:
+            with keepalive_scope, contextlib.suppress(OSError):
+                while True:
+                    await anyio.sleep(max(0.0, last_sent + interval - anyio.current_time()))
+                    if anyio.current_time() - last_sent >= interval:
+                        await send_body(_KEEPALIVE)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+            if self._keepalive_s:
+                tg.start_soon(keep_alive, self._keepalive_s)
             try:
                 await self._produce(emit)
+                keepalive_scope.cancel()
             except OSError:
                 # The client went away (ASGI 2.4 servers raise on send); nobody to tell.
                 tg.cancel_scope.cancel()
                 return
             except OpenAIError as exc:
+                keepalive_scope.cancel()
                 await emit(exc.body())
             except Exception as exc:  # the client must still learn that the stream failed
+                keepalive_scope.cancel()
                 logger.exception("a streamed request failed")
                 await emit(from_engine_error(exc).body())
             await send({"type": "http.response.body", "body": _DONE, "more_body": True})

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar, cast
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 
+from llmkit.engine.admission import refusal, retry_after
 from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import (
@@ -223,6 +224,16 @@ class EngineClient:
         assert self._stats is not None
         return self._stats
 
+    def check_admission(self) -> None:
+        """Refuse (EngineOverloadedError) by the queue the engine last reported; the engine
+        checks again when the request arrives, and a refusal there fails its stream."""
+        s = self.stats()
+        hint = retry_after(s.queue_wait_count, s.queue_wait_sum)
+        args = (s.num_queued, s.queued_tokens, 0, s.max_queued_requests, s.max_queued_tokens)
+        error = refusal(*args, hint)
+        if error is not None:
+            raise error
+
     @property
     def model_info(self) -> ModelInfo:
         return self._connected().info
@@ -296,6 +307,7 @@ class EngineClient:
         tools: list[dict[str, Any]] | None = None,
     ) -> ClientStream[RequestOutput]:
         """Like :meth:`generate`, on a conversation rendered here through the chat template."""
+        self.check_admission()
         prompt = self.render_chat(
             messages,
             chat_template,
@@ -325,6 +337,7 @@ class EngineClient:
         processor = self._connected()
         if not self._healthy:
             raise EngineDeadError(f"the engine at {self.path} reports that it is not running")
+        self.check_admission()
         tokens = processor.prepare(prompt, params)
         request_id = request_id or new_request_id()
         if request_id in self._wire_ids:

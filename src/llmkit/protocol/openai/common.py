@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+MAX_N = 128
 
 
 class RequestBody(BaseModel):
@@ -82,7 +84,8 @@ class SamplingFields(RequestBody):
     """Sampling fields common to completions and chat, with vLLM's extras."""
 
     model: str | None = None
-    n: int = 1
+    # OpenAI's own bound; each choice is a sequence in the engine.
+    n: int = Field(default=1, le=MAX_N)
     temperature: float | None = None
     top_p: float | None = None
     stop: str | list[str] | None = None
