@@ -84,3 +84,25 @@ def test_with_no_origins_listed_only_the_pages_own_origin_may_connect(client):
         pass
     assert refused.value.status_code == 403
     assert "--allowed-origins" in refused.value.json()["error"]["message"]
+
+
+def test_an_overloaded_engine_refuses_over_the_websocket_with_code_overloaded(tiny_model):
+    engine = AsyncEngine(
+        EngineConfig(model=tiny_model, max_model_len=128, max_num_seqs=1, max_queued_requests=1)
+    )
+    with TestClient(create_app(engine, owns_engine=True)) as client:
+        with client.websocket_connect("/v1/ws") as ws:
+            for i in range(4):
+                ws.send_text(create(f"r{i}", max_tokens=100))
+            errors, done = [], {}
+            while len(done) < 4:
+                message = ws.receive_json()
+                if message["type"] == "error":
+                    errors.append(message)
+                elif message["type"] == "done":
+                    done[message["id"]] = message["status"]
+        # One runs and one waits; the others are refused before they are tokenized.
+        assert sorted(done.values()).count("failed") >= 2
+        assert {e["error"]["code"] for e in errors} == {"overloaded"}
+        assert all(e["error"]["type"] == "service_unavailable" for e in errors)
+        assert [s for s in done.values() if s != "failed"] == ["finished"] * (4 - len(errors))
