@@ -21,6 +21,7 @@ import os
 import socket
 import stat
 import struct
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,9 @@ class _Server:
         self._allowed = allowed
         self._max_frame_bytes = max_frame_bytes
         self._numbers = itertools.count(1)
+        # Engine request ids are unique across servers sharing one engine, and across a
+        # restart while the last server's aborted requests are still being released.
+        self._server_tag = uuid.uuid4().hex[:8]
         self._live: set[SocketStream] = set()
 
     async def close_connections(self) -> None:
@@ -167,7 +171,7 @@ class _Server:
                     return
                 logger.info("unix socket: connection %d from pid %d (uid %d)", number, pid, uid)
                 await _Connection(
-                    self._engine, stream, f"u{number}-", self._max_frame_bytes
+                    self._engine, stream, f"u{self._server_tag}.{number}-", self._max_frame_bytes
                 ).serve()
             except _CONNECTION_ERRORS:
                 pass  # the peer went away; its requests were aborted on the way out
