@@ -11,10 +11,11 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.websockets import WebSocketDisconnect
 
+from llmkit import RequestOutputKind, SamplingParams
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
 from llmkit.transports.http import create_app
-from llmkit.transports.websocket import WebSocketOptions
+from llmkit.transports.websocket import WebSocketOptions, _Codec, _Connection
 
 OPTIONS = WebSocketOptions(max_message_bytes=1000, idle_timeout_s=0.3)
 
@@ -106,3 +107,53 @@ def test_an_overloaded_engine_refuses_over_the_websocket_with_code_overloaded(ti
         assert {e["error"]["code"] for e in errors} == {"overloaded"}
         assert all(e["error"]["type"] == "service_unavailable" for e in errors)
         assert [s for s in done.values() if s != "failed"] == ["finished"] * (4 - len(errors))
+
+
+class SlowSocket:
+    """A client that takes 50 ms to read each message, then leaves once its request is done."""
+
+    def __init__(self, frame: str):
+        self.incoming = [frame]
+        self.sent: list[dict] = []
+        self.done = anyio.Event()
+
+    async def receive(self) -> dict:
+        if self.incoming:
+            return {"type": "websocket.receive", "text": self.incoming.pop()}
+        await self.done.wait()
+        return {"type": "websocket.disconnect", "code": 1000}
+
+    async def send_text(self, text: str) -> None:
+        await anyio.sleep(0.05)
+        self.sent.append(json.loads(text))
+        if self.sent[-1]["type"] == "done":
+            self.done.set()
+
+
+@pytest.mark.anyio
+async def test_a_slow_clients_deltas_coalesce_into_fewer_messages(engine):
+    ctx = create_app(engine).state.serving
+    body = {"prompt": "hello", "max_tokens": 60, "ignore_eos": True, "temperature": 0}
+    frame = json.dumps({"type": "completions.create", "id": "s", "body": body})
+    slow = SlowSocket(frame)
+    await _Connection(ctx, slow, _Codec(None), WebSocketOptions()).serve()  # type: ignore[arg-type]
+    chunks = [m["data"] for m in slow.sent if m["type"] == "chunk"]
+    assert slow.sent[-1] == {"type": "done", "id": "s", "status": "finished"}
+    # 60 tokens came in far fewer messages, each holding what arrived while the last was sent.
+    assert len(chunks) < 30
+    text = "".join(c["choices"][0]["text"] for c in chunks)
+    quick = await collect_text(engine, body)
+    assert text == quick
+
+
+async def collect_text(engine, body: dict) -> str:
+    params = SamplingParams(
+        max_tokens=body["max_tokens"],
+        temperature=0,
+        ignore_eos=True,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
+    text = ""
+    async for out in engine.generate(body["prompt"], params):
+        text = out.outputs[0].text
+    return text
