@@ -106,6 +106,7 @@ def test_an_overloaded_engine_refuses_over_the_websocket_with_code_overloaded(ti
         assert sorted(done.values()).count("failed") >= 2
         assert {e["error"]["code"] for e in errors} == {"overloaded"}
         assert all(e["error"]["type"] == "service_unavailable" for e in errors)
+        assert all(e["error"]["retry_after_ms"] > 0 for e in errors)
         assert [s for s in done.values() if s != "failed"] == ["finished"] * (4 - len(errors))
 
 

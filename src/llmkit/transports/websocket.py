@@ -323,6 +323,8 @@ class _Connection:
 
     async def _send_error(self, rid: str, error: OpenAIError) -> None:
         body: dict[str, Any] = error.body().error.model_dump()
+        if error.retry_after_s is not None:  # as the unix socket sends it
+            body["retry_after_ms"] = round(error.retry_after_s * 1000)
         await self._send(self._codec.encode(openai_error_message(rid, body)))
 
     async def _send(self, frame: Frame) -> None:
