@@ -72,6 +72,12 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         "it is closed (default: 300)",
     )
     ws.add_argument(
+        "--ws-compression",
+        action="store_true",
+        help="offer permessage-deflate: less bandwidth for slow links, more server CPU per "
+        "message (default: off; token chunks are small and the CPU is the engine's)",
+    )
+    ws.add_argument(
         "--ws-ping-interval",
         type=float,
         default=20.0,

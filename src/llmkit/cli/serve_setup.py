@@ -162,6 +162,7 @@ def websocket_settings(args: argparse.Namespace) -> tuple[WebSocketOptions, dict
         "ws_max_size": args.ws_max_message_bytes,
         "ws_ping_interval": args.ws_ping_interval,
         "ws_ping_timeout": args.ws_ping_timeout,
+        "ws_per_message_deflate": args.ws_compression,
     }
     return options, uvicorn_settings
 
