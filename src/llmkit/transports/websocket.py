@@ -38,6 +38,7 @@ from llmkit.protocol.websocket import (
     Cancel,
     Create,
     DoneStatus,
+    chunk_message,
     done_message,
     openai_error_message,
     parse_message,
@@ -178,7 +179,7 @@ class _Codec:
 
     def encode_chunk(self, rid: str, chunk: BaseModel) -> Frame:
         if self.binary:
-            return self.encode({"type": "chunk", "id": rid, "data": chunk.model_dump(mode="json")})
+            return self.encode(chunk_message(rid, chunk.model_dump(mode="json")))
         # The chunk is serialized once, as the SSE stream does, and spliced in.
         return f'{{"type":"chunk","id":{json.dumps(rid)},"data":{chunk.model_dump_json()}}}'
 
