@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import random
 import socket
 import statistics
 import subprocess
@@ -33,12 +31,8 @@ from pathlib import Path
 import anyio
 
 from llmkit import AsyncEngine, EngineConfig, RequestOutputKind, SamplingParams
+from llmkit.bench.workload import add_stream_flags, machine, workload_of
 from llmkit.transports.unix import EngineClient
-
-WORDS = (
-    "the quick brown fox jumps over a lazy dog while river light music story garden window "
-    "coffee morning evening city night model token engine serve batch cache block request"
-).split()
 
 
 @dataclass
@@ -125,9 +119,7 @@ def start_engine(model: str, path: Path, timeout: float = 300.0) -> subprocess.P
 async def compare(
     args: argparse.Namespace, path: Path, pids: list[int]
 ) -> list[tuple[Level, Level]]:
-    rng = random.Random(0)
-    count = max(args.concurrency) * args.rounds
-    prompts = [" ".join(rng.choices(WORDS, k=args.input_words)) for _ in range(count)]
+    prompts = workload_of(args).prompts(max(args.concurrency) * args.rounds)
     params = SamplingParams(
         max_tokens=args.output_len,
         temperature=0.0,
@@ -155,8 +147,7 @@ async def compare(
 def report(args: argparse.Namespace, results: list[tuple[Level, Level]]) -> str:
     lines = [
         f"model {args.model}; {args.input_words}-word prompts, {args.output_len} output tokens, "
-        f"{args.rounds} requests per client, best of {args.repeat}; {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
+        f"{args.rounds} requests per client, best of {args.repeat}; {machine()}",
         "",
         "| streams | unix out tok/s | direct out tok/s | unix / direct | unix ms/token p50 / p99 "
         "| direct ms/token p50 / p99 | added p50 / p99 ms | CPU ms/token unix / direct |",
@@ -176,14 +167,7 @@ def report(args: argparse.Namespace, results: list[tuple[Level, Level]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="demo", help="a model directory, or 'demo'")
-    parser.add_argument(
-        "--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once"
-    )
-    parser.add_argument("--rounds", type=int, default=2, help="requests per stream, in turn")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per level and side")
-    parser.add_argument("--input-words", type=int, default=24, help="words per prompt")
-    parser.add_argument("--output-len", type=int, default=128, help="tokens per completion")
+    add_stream_flags(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "engine.sock"

@@ -26,7 +26,7 @@ from llmkit import AsyncEngine, EngineConfig
 from llmkit.bench.results import LevelResult, RequestResult
 from llmkit.bench.server import start_server
 from llmkit.bench.serving import DirectLoad, HttpLoad, Load, openai_client, run_level
-from llmkit.bench.workload import Workload, machine
+from llmkit.bench.workload import add_stream_flags, machine, workload_of
 from llmkit.transports.websocket_client import WebSocketClient
 
 
@@ -57,8 +57,7 @@ class WebSocketLoad:
 
 
 async def compare(args: argparse.Namespace, url: str) -> dict[str, list[LevelResult]]:
-    workload = Workload(input_words=args.input_words, output_len=args.output_len)
-    prompts = workload.prompts(max(args.concurrency) * args.rounds)
+    prompts = workload_of(args).prompts(max(args.concurrency) * args.rounds)
     ws_url = url.replace("http://", "ws://") + "/v1/ws"
     async with contextlib.AsyncExitStack() as stack:
         http = await stack.enter_async_context(openai_client(url, None, max(args.concurrency)))
@@ -106,14 +105,7 @@ def report(args: argparse.Namespace, best: dict[str, list[LevelResult]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="demo", help="a model directory, or 'demo'")
-    parser.add_argument(
-        "--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once"
-    )
-    parser.add_argument("--rounds", type=int, default=2, help="requests per stream, in turn")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per level and side")
-    parser.add_argument("--input-words", type=int, default=24, help="words per prompt")
-    parser.add_argument("--output-len", type=int, default=128, help="tokens per completion")
+    add_stream_flags(parser)
     args = parser.parse_args()
     proc, url = start_server(args.model, [])
     try:

@@ -1,7 +1,9 @@
-"""The benchmarks' workload (random prompts of a few words) and a line naming the machine."""
+"""The benchmarks' workload (random prompts of a few words), its flags, and a line naming the
+machine."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import random
@@ -55,3 +57,20 @@ class Workload:
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def add_stream_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of the benchmarks that stream a Workload at several concurrency levels."""
+    parser.add_argument("--model", default="demo", help="a model directory, or 'demo'")
+    parser.add_argument(
+        "--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="requests per stream, in turn")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per level and side")
+    parser.add_argument("--input-words", type=int, default=24, help="words per prompt")
+    parser.add_argument("--output-len", type=int, default=128, help="tokens per completion")
+
+
+def workload_of(args: argparse.Namespace) -> Workload:
+    """The Workload that add_stream_flags' flags describe."""
+    return Workload(input_words=args.input_words, output_len=args.output_len)
