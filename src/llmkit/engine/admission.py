@@ -77,27 +77,28 @@ class AdmissionQueue:
 
     def check(self) -> None:
         """Raise EngineOverloadedError if a new request would be refused now."""
-        error = refusal(
-            self.requests, self.tokens, 0, self.max_requests, self.max_tokens, self.retry_after()
-        )
+        error = self._refusal(0)
         if error is not None:
             raise error
 
     def reserve(self, tokens: int) -> None:
         """Take a place for a request of ``tokens`` prompt tokens, or raise the refusal."""
         with self._lock:
-            error = refusal(
-                self.requests,
-                self.tokens,
-                tokens,
-                self.max_requests,
-                self.max_tokens,
-                self.retry_after(),
-            )
+            error = self._refusal(tokens)
             if error is not None:
                 raise error
             self.requests += 1
             self.tokens += tokens
+
+    def _refusal(self, tokens: int) -> EngineOverloadedError | None:
+        return refusal(
+            self.requests,
+            self.tokens,
+            tokens,
+            self.max_requests,
+            self.max_tokens,
+            self.retry_after(),
+        )
 
     def release(self, tokens: int, waited: float | None) -> None:
         """A reserved request started after ``waited`` seconds (None: it ended unstarted)."""
