@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -39,31 +41,9 @@ def test_async_generate_streams_three_requests(tiny_model):
 
 def test_unix_client_talks_to_an_engine_in_another_process(tiny_model, tmp_path):
     path = tmp_path / "engine.sock"
-    engine = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llmkit.cli",
-            "engine",
-            tiny_model,
-            "--socket",
-            str(path),
-            "--log-level",
-            "warning",
-        ],
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while engine.poll() is None and time.monotonic() < deadline:
-            with socket.socket(socket.AF_UNIX) as probe:
-                if probe.connect_ex(str(path)) == 0:
-                    break
-            time.sleep(0.1)
+    command = ["engine", tiny_model, "--socket", str(path), "--log-level", "warning"]
+    with _running(command, (socket.AF_UNIX, str(path))):
         out = _run("unix_client.py", str(path))
-    finally:
-        engine.terminate()
-        engine.wait(30)
     lines = out.splitlines()
     assert lines[0] == f"connected to {tiny_model} (max_model_len 2048)"
     assert {"[a]", "[b]"} <= {line.split()[0] for line in lines[1:-1]}
@@ -77,23 +57,10 @@ def test_structured_json_prints_parsed_objects(tiny_model):
 
 def test_websocket_chat_streams_two_chats_and_cancels_a_third(tiny_model, tmp_path):
     port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "llmkit.cli", "serve", tiny_model, "--port", str(port)],
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while server.poll() is None and time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+    with _running(
+        ["serve", tiny_model, "--port", str(port)], (socket.AF_INET, ("127.0.0.1", port))
+    ):
         out = _run("websocket_chat.py", f"ws://127.0.0.1:{port}/v1/ws")
-    finally:
-        server.terminate()
-        server.wait(30)
     lines = out.splitlines()
     assert "[a] finished: length" in lines and "[b] finished: length" in lines
     assert lines.count("[c] cancelled after 2 chunks") == 1
@@ -103,3 +70,27 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _running(command: list[str], address: tuple[int, object]) -> Iterator[None]:
+    """``llmkit COMMAND`` in a process of its own, once ``address`` (family, address) accepts
+    connections; stopped after."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmkit.cli", *command],
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    family, where = address
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            with socket.socket(family) as probe:
+                if probe.connect_ex(where) == 0:
+                    break
+            time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -63,3 +63,22 @@ def rendered(http: httpx.Client, messages: list[dict], **fields: object) -> str:
     body = {"messages": messages, "add_generation_prompt": False, **fields}
     tokens = http.post("/tokenize", json=body).raise_for_status().json()["tokens"]
     return http.post("/detokenize", json={"tokens": tokens}).raise_for_status().json()["prompt"]
+
+
+def metric_samples(text: str) -> dict[str, float]:
+    """A Prometheus text page as ``{"name{labels}": value}``."""
+    return {
+        name: float(value)
+        for name, value in (
+            line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
+        )
+    }
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of the samples of ``name`` (all its label sets, or the one ``name`` spells)."""
+    return sum(
+        value
+        for sample, value in metric_samples(text).items()
+        if sample == name or sample.startswith(name + "{")
+    )

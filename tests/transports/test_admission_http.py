@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+from serve_helpers import metric
 
 pytestmark = pytest.mark.anyio
 
@@ -66,14 +67,6 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
-def _metric(text: str, name: str) -> float:
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith((name + " ", name + "{"))
-    )
-
-
 async def test_a_burst_three_times_over_the_queue_is_refused_fast_and_the_rest_finish(
     burst_server,
 ):
@@ -114,10 +107,8 @@ async def test_a_burst_three_times_over_the_queue_is_refused_fast_and_the_rest_f
             assert response.json()["choices"][0]["text"] == solo.json()["choices"][0]["text"]
             assert response.json()["usage"]["completion_tokens"] == 32
         metrics = (await http.get("/metrics")).text
-    assert _metric(metrics, 'llmkit:request_refused_total{reason="queued_requests"}') == len(
-        refused
-    )
-    assert _metric(metrics, "llmkit:request_queue_time_seconds_count") >= len(admitted)
+    assert metric(metrics, 'llmkit:request_refused_total{reason="queued_requests"}') == len(refused)
+    assert metric(metrics, "llmkit:request_queue_time_seconds_count") >= len(admitted)
 
 
 async def test_a_stream_waiting_in_the_queue_gets_keep_alive_comments(burst_server):
@@ -156,7 +147,7 @@ async def test_only_requests_that_waited_past_max_queue_wait_fail(wait_server):
         )
         assert [r.status_code for r in quick] == [200, 200, 200]
         metrics = (await http.get("/metrics")).text
-    assert _metric(metrics, 'llmkit:request_refused_total{reason="queue_wait"}') == 1
+    assert metric(metrics, 'llmkit:request_refused_total{reason="queue_wait"}') == 1
 
 
 async def test_probes(burst_server):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_helpers import metric
 
 import llmkit.cli.serve
 import llmkit.transports.http
@@ -38,7 +39,6 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
 KEY = "page-key"
-RUNNING = re.compile(r"^llmkit:num_requests_running(?:\{[^}]*\})? (\S+)$", re.MULTILINE)
 TIMEOUT_MS = 60_000
 
 
@@ -79,7 +79,7 @@ class Frames:
 
 
 def running(url: str) -> float:
-    return float(RUNNING.search(httpx.get(f"{url}/metrics", timeout=10).text).group(1))
+    return metric(httpx.get(f"{url}/metrics", timeout=10).text, "llmkit:num_requests_running")
 
 
 def ask(page: Page, text: str, max_tokens: int) -> None:

@@ -7,6 +7,7 @@ import time
 import anyio
 import openai
 import pytest
+from serve_helpers import metric_samples
 
 MODEL = "tiny"
 LONG = dict(max_tokens=240, extra_body={"ignore_eos": True})  # far longer than 0.5 s
@@ -14,13 +15,7 @@ LONG = dict(max_tokens=240, extra_body={"ignore_eos": True})  # far longer than 
 
 def metrics(server) -> dict[str, float]:
     with server.http(api_key=None) as http:
-        text = http.get("/metrics").text
-    return {
-        name: float(value)
-        for name, value in (
-            line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#")
-        )
-    }
+        return metric_samples(http.get("/metrics").text)
 
 
 def engine_load(server) -> dict[str, float]:

