@@ -25,7 +25,7 @@ import anyio
 from llmkit import AsyncEngine, EngineConfig
 from llmkit.bench.results import LevelResult, RequestResult
 from llmkit.bench.server import start_server
-from llmkit.bench.serving import DirectLoad, HttpLoad, Load, openai_client, run_level
+from llmkit.bench.serving import DirectLoad, HttpLoad, Load, best_levels, openai_client
 from llmkit.bench.workload import add_stream_flags, machine, workload_of
 from llmkit.transports.websocket_client import WebSocketClient
 
@@ -69,17 +69,7 @@ async def compare(args: argparse.Namespace, url: str) -> dict[str, list[LevelRes
             "sse": HttpLoad(http, model, args.output_len),
             "direct": DirectLoad(engine, args.output_len),
         }
-        for load in loads.values():
-            await load(prompts[0])  # warm up
-        best: dict[str, list[LevelResult]] = {side: [] for side in loads}
-        for concurrency in args.concurrency:
-            runs: dict[str, list[LevelResult]] = {side: [] for side in loads}
-            for _ in range(args.repeat):
-                for side, load in loads.items():
-                    runs[side].append(await run_level(concurrency, prompts, args.rounds, load))
-            for side, levels in runs.items():
-                best[side].append(max(levels, key=lambda r: r.tokens_per_s))
-    return best
+        return await best_levels(loads, args.concurrency, prompts, args.rounds, args.repeat)
 
 
 def report(args: argparse.Namespace, best: dict[str, list[LevelResult]]) -> str:

@@ -160,7 +160,7 @@ def openai_client(base_url: str, api_key: str | None, connections: int) -> opena
     )
 
 
-async def run_level(concurrency: int, prompts: list[str], rounds: int, load: Load) -> LevelResult:
+async def _run_level(concurrency: int, prompts: list[str], rounds: int, load: Load) -> LevelResult:
     """``concurrency`` clients, each sending its ``rounds`` prompts one after another."""
     results: list[RequestResult] = []
 
@@ -196,14 +196,29 @@ async def _run_levels(
         if options.direct:
             engine = await stack.enter_async_context(AsyncEngine(config))
             loads["direct"] = DirectLoad(engine, options.workload.output_len)
-        for load in loads.values():
-            await load(prompts[0])  # warm up
-        best: dict[str, list[LevelResult]] = {name: [] for name in loads}
-        for c in options.concurrency:
-            runs: dict[str, list[LevelResult]] = {name: [] for name in loads}
-            for _ in range(options.repeat):
-                for name, load in loads.items():
-                    runs[name].append(await run_level(c, prompts, options.rounds, load))
-            for name in loads:
-                best[name].append(max(runs[name], key=lambda r: r.tokens_per_s))
+        best = await best_levels(
+            loads, options.concurrency, prompts, options.rounds, options.repeat
+        )
     return best["http"], best.get("direct")
+
+
+async def best_levels(
+    loads: dict[str, Load],
+    concurrency: Sequence[int],
+    prompts: list[str],
+    rounds: int,
+    repeat: int,
+) -> dict[str, list[LevelResult]]:
+    """Each side's best run (by throughput) at each level, the sides taking turns ``repeat``
+    times after one warm-up request each."""
+    for load in loads.values():
+        await load(prompts[0])
+    best: dict[str, list[LevelResult]] = {side: [] for side in loads}
+    for level in concurrency:
+        runs: dict[str, list[LevelResult]] = {side: [] for side in loads}
+        for _ in range(repeat):
+            for side, load in loads.items():
+                runs[side].append(await _run_level(level, prompts, rounds, load))
+        for side, levels in runs.items():
+            best[side].append(max(levels, key=lambda r: r.tokens_per_s))
+    return best
