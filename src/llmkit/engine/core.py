@@ -128,9 +128,8 @@ class EngineCore:
         self._preemptions += len(sched.preempted)
         if sched:
             self._steps += 1
-            now = time.monotonic()
             for req in sched.requests:
-                self.queue.started(self._seqs[req].state.request_id, now)
+                self.queue.started(self._seqs[req].state.request_id, time.monotonic())
             try:
                 touched += self._execute(sched)
             except Exception as exc:  # one bad step must not end the engine
