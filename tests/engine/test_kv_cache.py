@@ -57,6 +57,23 @@ def test_a_fully_cached_prompt_still_computes_its_last_token():
     assert len(alloc.find_cached(b)) == 1  # 8 tokens, but the last block is left to compute
 
 
+def test_salt_and_placeholder_content_key_the_prefix_cache():
+    alloc = BlockAllocator(num_blocks=32, block_size=4)
+    img_a = [(4, 4, b"image-a")]
+    a = Request("a", list(range(13)), placeholders=img_a)
+    alloc.allocate(a, a.num_tokens)
+    alloc.free(a)
+
+    def hits(**kw):
+        return len(alloc.find_cached(Request("x", list(range(13)), **kw)))
+
+    assert hits(placeholders=img_a) == 3
+    # Another image: the block before it is shared, the image's and every later one not.
+    assert hits(placeholders=[(4, 4, b"image-b")]) == 1
+    assert hits() == 1
+    assert hits(placeholders=img_a, cache_salt=b"adapter-1") == 0
+
+
 def test_freed_cached_blocks_are_found_until_reused_lru():
     alloc = BlockAllocator(num_blocks=4, block_size=2)
     a = _req([1, 2, 3, 4, 5], "a")

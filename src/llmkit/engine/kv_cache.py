@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from llmkit.engine.request import Request
 
 
-def hash_block(parent: bytes, tokens: list[int]) -> bytes:
-    """The chained hash of a full block. sha256: a crafted collision would leak KV content."""
-    return hashlib.sha256(parent + array("q", tokens).tobytes()).digest()
+def hash_block(parent: bytes, tokens: list[int], extra: bytes = b"") -> bytes:
+    """The chained hash of a full block. sha256: a crafted collision would leak KV content.
+
+    ``extra`` names what the tokens alone do not say (the image behind placeholder tokens).
+    """
+    return hashlib.sha256(parent + array("q", tokens).tobytes() + extra).digest()
 
 
 @dataclass
@@ -62,8 +65,10 @@ class BlockAllocator:
         hashes = request.block_hashes
         bs = self.block_size
         for i in range(len(hashes), request.num_tokens // bs):
-            parent = hashes[-1] if hashes else b""
-            hashes.append(hash_block(parent, request.tokens(i * bs, (i + 1) * bs)))
+            start, end = i * bs, (i + 1) * bs
+            parent = hashes[-1] if hashes else request.cache_salt
+            extra = request.block_extra_key(start, end) if request.placeholders else b""
+            hashes.append(hash_block(parent, request.tokens(start, end), extra))
 
     def find_cached(self, request: Request) -> list[int]:
         """The longest run of cached blocks that starts the request's tokens.

@@ -62,6 +62,12 @@ class Request:
     # Structured outputs: where this sequence is in its grammar. Only sampling advances it,
     # by the token sampled; output tokens survive preemption, so it stays in step with them.
     matcher: GrammarMatcher | None = None
+    # Prefix-cache keys beyond the token ids. ``cache_salt`` seeds the hash chain, so requests
+    # with different salts (LoRA adapters, ...) never share a block. ``placeholders`` name
+    # what placeholder tokens stand for (offset, length, content hash: an image), so the
+    # same text with different content never shares the blocks that hold it, or any after.
+    cache_salt: bytes = b""
+    placeholders: list[tuple[int, int, bytes]] = field(default_factory=list)
 
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)
@@ -99,6 +105,10 @@ class Request:
         if end <= n:
             return self.prompt_token_ids[start:end]
         return (self.prompt_token_ids + self.output_token_ids)[start:end]
+
+    def block_extra_key(self, start: int, end: int) -> bytes:
+        """The content hashes of the placeholders that overlap tokens ``start..end``."""
+        return b"".join(h for off, n, h in self.placeholders if off < end and start < off + n)
 
     @property
     def is_finished(self) -> bool:
