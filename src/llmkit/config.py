@@ -10,6 +10,8 @@ _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "torch", "triton")
 _TASKS = ("auto", "generate", "embed")
+_MODALITIES = ("image",)
+_DEFAULT_IMAGE_LIMIT = 1
 
 
 @dataclass
@@ -127,6 +129,13 @@ class EngineConfig:
             "(default: no limit)"
         },
     )
+    limit_mm_per_prompt: dict[str, int] | None = field(
+        default=None,
+        metadata={
+            "help": "the most multimodal items one prompt may hold, per modality, as JSON: "
+            f'{{"image": 2}} (default: {_DEFAULT_IMAGE_LIMIT} image)'
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -159,6 +168,20 @@ class EngineConfig:
             raise ValueError(f"max_queue_wait_s must be > 0, got {self.max_queue_wait_s}")
         if not self.cpu_kv_cache_gib > 0:
             raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")
+        if self.limit_mm_per_prompt is not None:
+            if not isinstance(self.limit_mm_per_prompt, dict):
+                raise ValueError(
+                    'limit_mm_per_prompt must be a mapping like {"image": 2}, got '
+                    f"{self.limit_mm_per_prompt!r}"
+                )
+            for modality, limit in self.limit_mm_per_prompt.items():
+                _choice("limit_mm_per_prompt's modality", modality, _MODALITIES)
+                _at_least(f"limit_mm_per_prompt[{modality!r}]", limit, 0)
+
+    @property
+    def image_limit(self) -> int:
+        """The most images one prompt may hold."""
+        return (self.limit_mm_per_prompt or {}).get("image", _DEFAULT_IMAGE_LIMIT)
 
     @classmethod
     def from_kwargs(cls, model: str, **kwargs: Any) -> EngineConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import types
 import typing
 from typing import Any
@@ -41,7 +42,15 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         if field.name == "model":
             continue
         kind = _base_type(hints[field.name])
-        if kind is bool:
+        if typing.get_origin(kind) is dict:
+            group.add_argument(
+                _flag(field.name),
+                type=_json_object,
+                default=argparse.SUPPRESS,
+                metavar="JSON",
+                help=_help(field),
+            )
+        elif kind is bool:
             group.add_argument(
                 _flag(field.name),
                 action=argparse.BooleanOptionalAction,
@@ -56,6 +65,16 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                 metavar=kind.__name__.upper(),
                 help=_help(field),
             )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,6 +97,8 @@ def to_flags(kwargs: dict[str, Any]) -> list[str]:
     for name, value in sorted(kwargs.items()):
         if isinstance(value, bool):
             flags.append(_flag(name) if value else "--no-" + name.replace("_", "-"))
+        elif isinstance(value, dict):
+            flags += [_flag(name), json.dumps(value)]
         elif value is not None:
             flags += [_flag(name), str(value)]
     return flags

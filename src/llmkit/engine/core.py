@@ -10,6 +10,7 @@ import torch
 
 from llmkit.config import EngineConfig
 from llmkit.engine.admission import AdmissionQueue
+from llmkit.engine.encoder_cache import EncoderCache
 from llmkit.engine.kv_cache import BlockAllocator
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.request import Request, RequestStatus
@@ -21,7 +22,7 @@ from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import LLMKitError
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
-from llmkit.model.runner import ModelRunner, SeqInput
+from llmkit.model.runner import ModelRunner
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
 from llmkit.outputs import Logprob, PositionLogprobs
 
@@ -59,6 +60,7 @@ class EngineCore:
             encoder_only=model.info.is_encoder,
         )
         self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
+        self.encoder = EncoderCache(self.runner.embed_images)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, _Seq] = {}
         self._steps = 0
@@ -146,12 +148,7 @@ class EngineCore:
         return [s for rid, exc in overdue for s in self._fail(self._requests[rid][:1], exc)]
 
     def _execute(self, sched: SchedulerOutput) -> list[RequestState]:
-        seqs = []
-        for req, n in zip(sched.requests, sched.num_new_tokens):
-            start = req.num_computed_tokens
-            seqs.append(
-                SeqInput(req.tokens(start, start + n), start, self.allocator.block_ids(req))
-            )
+        seqs = self.encoder.seq_inputs(sched.requests, sched.num_new_tokens, self.allocator)
         hidden = self.runner.execute(seqs)
         plan = plan_rows(sched, self._reported_prompt_logprobs)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None
@@ -298,3 +295,4 @@ class EngineCore:
         self.queue.ended(state.request_id)
         for req in self._requests.pop(state.request_id, []):
             self._seqs.pop(req, None)
+            self.encoder.free(req)

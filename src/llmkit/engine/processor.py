@@ -11,9 +11,10 @@ import uuid
 from typing import Any
 
 from llmkit.engine.detokenizer import IncrementalDetokenizer
+from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.output_state import CompletionState, RequestState
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
-from llmkit.engine.request import Request
+from llmkit.engine.request import ImageInput, Request
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.structured import CompiledGrammar, GrammarCompiler
@@ -32,6 +33,7 @@ class InputProcessor:
         self.tokenizer = tokenizer
         self.max_model_len = info.max_model_len
         self.vocab_size = info.vocab_size
+        self.images = ImageInputs(info)
         # Grammars compile here, on the caller's thread (llguidance takes about a
         # millisecond for a typical schema), so the step thread never waits on one.
         self.grammars = GrammarCompiler(
@@ -179,6 +181,13 @@ class InputProcessor:
         A client of an engine in another process runs this before sending anything.
         """
         self.check_task(params)
+        prompt, images = split_prompt(prompt)
+        if images:
+            self.images.check(images)
+            raise ValueError(
+                "multi_modal_data: images go with generation requests to an engine in this "
+                "process (LLM, AsyncEngine)"
+            )
         if isinstance(params, PoolingParams):
             self.check_pooling_params(params)
             tokens = self.tokenize(prompt, params.truncate_prompt_tokens)
@@ -192,11 +201,17 @@ class InputProcessor:
 
     def _prepare_sampling(
         self, prompt: PromptType, params: SamplingParams
-    ) -> tuple[TokensPrompt, CompiledGrammar | None]:
+    ) -> tuple[TokensPrompt, CompiledGrammar | None, list[ImageInput]]:
+        prompt, images = split_prompt(prompt)
+        if images:
+            self.images.check(images)  # before tokenizing or reading any image
         tokens = self.tokenize(prompt)
-        self.check_sampling(params, len(tokens["prompt_token_ids"]))
+        # Placeholders expand before the length checks, which count image tokens.
+        ids, inputs = self.images.expand(tokens["prompt_token_ids"], images or [])
+        tokens = {"prompt": tokens.get("prompt"), "prompt_token_ids": ids}
+        self.check_sampling(params, len(ids))
         # An invalid constraint fails here, before anything is queued.
-        return tokens, self.compile_grammar(params)
+        return tokens, self.compile_grammar(params), inputs
 
     def process(
         self,
@@ -212,7 +227,7 @@ class InputProcessor:
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
             return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
         self.check_task(params)
-        tokens, grammar = self._prepare_sampling(prompt, params)
+        tokens, grammar, images = self._prepare_sampling(prompt, params)
         text, ids = _unpack(tokens)
         room = self.max_model_len - len(ids)
         max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
@@ -239,6 +254,7 @@ class InputProcessor:
                     index=i,
                     max_tokens=max_tokens,
                     matcher=None if grammar is None else grammar.matcher(),
+                    images=images,
                 )
             )
         state = RequestState(

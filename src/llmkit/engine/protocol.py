@@ -48,6 +48,16 @@ class ModelInfo:
     hidden_size: int
     max_logprobs: int
     is_encoder: bool  # an embedding-only encoder (BERT), which cannot generate
+    # Images (LLaVA): the placeholder token, the embeddings one image becomes, the directory
+    # of its image processor, and the most images a prompt may hold. None/0: text only.
+    image_token_id: int | None = None
+    image_tokens: int = 0
+    image_processor: str | None = None
+    max_images_per_prompt: int = 0
+
+    @property
+    def supports_images(self) -> bool:
+        return self.image_token_id is not None
 
     @property
     def supports_generate(self) -> bool:

@@ -6,6 +6,7 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.structured import GrammarMatcher
@@ -42,6 +43,16 @@ _ALLOWED = {
 _arrival_order = itertools.count()
 
 
+@dataclass(frozen=True, eq=False)
+class ImageInput:
+    """One image of a prompt: its placeholder tokens and what the vision encoder reads."""
+
+    offset: int  # the first placeholder token's position in the prompt
+    length: int  # placeholder tokens: the embeddings the image becomes
+    content_hash: bytes  # sha256 of the pixel values; keys the KV blocks that hold it
+    pixel_values: Any  # a torch.Tensor [channels, height, width]; no torch imported here
+
+
 @dataclass(eq=False)
 class Request:
     """One sequence to compute: a prompt plus the tokens generated so far.
@@ -68,6 +79,7 @@ class Request:
     # same text with different content never shares the blocks that hold it, or any after.
     cache_salt: bytes = b""
     placeholders: list[tuple[int, int, bytes]] = field(default_factory=list)
+    images: list[ImageInput] = field(default_factory=list)
 
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)
@@ -77,6 +89,10 @@ class Request:
     stop_reason: int | str | None = None
     block_hashes: list[bytes] = field(default_factory=list)
     arrival_seq: int = field(default_factory=lambda: next(_arrival_order))
+
+    def __post_init__(self) -> None:
+        if self.images and not self.placeholders:
+            self.placeholders = [(i.offset, i.length, i.content_hash) for i in self.images]
 
     @property
     def is_pooling(self) -> bool:

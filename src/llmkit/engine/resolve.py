@@ -8,6 +8,7 @@ from typing import Any
 from llmkit.config import EngineConfig
 from llmkit.engine.protocol import ModelInfo, Task
 from llmkit.model.loader import load_hf_config, model_class, resolve_model
+from llmkit.model.models.llava import tokens_per_image
 from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 
 _DEFAULT_BATCHED_TOKENS = 2048
@@ -30,18 +31,35 @@ def resolve(config: EngineConfig) -> ResolvedModel:
     is_encoder = bool(getattr(cls, "is_encoder", False))
     task = _task(config, hf_config, is_encoder)
     pooling = resolve_pooling_config(path, getattr(cls, "default_pooling_type", "last"))
-    max_model_len = _max_model_len(config, hf_config, task, pooling)
+    text_config = hf_config.get_text_config()
+    max_model_len = _max_model_len(config, text_config, task, pooling)
     info = ModelInfo(
         name=config.model,
         tokenizer=resolve_model(config.tokenizer) if config.tokenizer else path,
         task=task,
         max_model_len=max_model_len,
-        vocab_size=hf_config.vocab_size,
-        hidden_size=hf_config.hidden_size,
+        vocab_size=text_config.vocab_size,
+        hidden_size=text_config.hidden_size,
         max_logprobs=config.max_logprobs,
         is_encoder=is_encoder,
+        **_image_fields(config, path, hf_config),
     )
     return ResolvedModel(path, hf_config, info, pooling, _budget(config, max_model_len, is_encoder))
+
+
+def _image_fields(config: EngineConfig, path: str, hf_config: Any) -> dict[str, Any]:
+    """ModelInfo's image fields for a model with a vision tower (LLaVA); none for text only."""
+    if getattr(hf_config, "vision_config", None) is None:
+        return {}
+    token_id = getattr(hf_config, "image_token_id", None)
+    if token_id is None:
+        token_id = hf_config.image_token_index
+    return {
+        "image_token_id": token_id,
+        "image_tokens": tokens_per_image(hf_config),
+        "image_processor": path,
+        "max_images_per_prompt": config.image_limit,
+    }
 
 
 def _task(config: EngineConfig, hf_config: Any, is_encoder: bool) -> Task:

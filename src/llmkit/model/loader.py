@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from safetensors import safe_open
@@ -19,6 +19,7 @@ from llmkit.model.models.llama import (
     Qwen2ForCausalLM,
     Qwen3ForCausalLM,
 )
+from llmkit.model.models.llava import LlavaForConditionalGeneration
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -36,7 +37,10 @@ class NativeModel(Protocol):
 
     def __init__(self, cfg: PretrainedConfig) -> None: ...
 
-    def __call__(self, input_ids: torch.Tensor, ctx: ForwardContext) -> torch.Tensor: ...
+    # A multimodal model also takes ``image_rows`` (see ModelRunner.execute).
+    def __call__(
+        self, input_ids: torch.Tensor, ctx: ForwardContext, **kwargs: Any
+    ) -> torch.Tensor: ...
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 
@@ -47,6 +51,7 @@ ARCHITECTURES: dict[str, type[NativeModel]] = {
     "BertModel": BertModel,
     "BertForMaskedLM": BertForMaskedLM,
     "LlamaForCausalLM": LlamaForCausalLM,
+    "LlavaForConditionalGeneration": LlavaForConditionalGeneration,
     "MistralForCausalLM": MistralForCausalLM,
     "Qwen2ForCausalLM": Qwen2ForCausalLM,
     "Qwen3ForCausalLM": Qwen3ForCausalLM,

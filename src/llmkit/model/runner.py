@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,11 +21,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class SeqInput:
-    """One request's share of a step: ``token_ids`` from position ``start``, KV in ``block_ids``."""
+    """One request's share of a step: ``token_ids`` from position ``start``, KV in ``block_ids``.
+
+    ``images``: (offset into ``token_ids``, embedding rows) that replace placeholder tokens.
+    """
 
     token_ids: list[int]
     start: int
     block_ids: list[int]
+    images: list[tuple[int, torch.Tensor]] = field(default_factory=list)
 
 
 def resolve_device(config: EngineConfig) -> torch.device:
@@ -152,7 +156,25 @@ class ModelRunner:
             backend=self.backend,
             kv_caches=self.kv_caches,
         )
-        return self.model(torch.tensor(input_ids, dtype=torch.int64, device=dev), ctx)
+        ids = torch.tensor(input_ids, dtype=torch.int64, device=dev)
+        if not any(s.images for s in seqs):
+            return self.model(ids, ctx)
+        rows = [
+            torch.arange(n, device=dev) + (first + offset)
+            for seq, first in zip(seqs, starts)
+            for offset, n in ((off, len(e)) for off, e in seq.images)
+        ]
+        embeds = torch.cat([e for s in seqs for _, e in s.images])
+        return self.model(ids, ctx, image_rows=(torch.cat(rows), embeds))
+
+    @torch.inference_mode()
+    def embed_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """``[images, C, H, W]`` -> ``[images, tokens_per_image, hidden]`` (the vision encoder)."""
+        embed = getattr(self.model, "embed_images", None)
+        if embed is None:
+            raise TypeError("this model takes no images")
+        images: torch.Tensor = embed(pixel_values.to(self.device, self.dtype))
+        return images
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

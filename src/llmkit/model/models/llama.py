@@ -87,8 +87,14 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = RotaryEmbedding(cfg, cfg.max_position_embeddings)
 
-    def forward(self, input_ids: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
-        x = self.embed_tokens(input_ids)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        ctx: ForwardContext,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``inputs_embeds``: the input rows when they are not only token embeddings (images)."""
+        x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         rope = self.rotary(ctx.positions)
         for layer in self.layers:
             x = layer(x, ctx, rope)
@@ -123,8 +129,13 @@ class LlamaForCausalLM(nn.Module):
         self.head_dim = head_dim
         self.num_layers = cfg.num_hidden_layers
 
-    def forward(self, input_ids: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
-        return self.model(input_ids, ctx)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        ctx: ForwardContext,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return self.model(input_ids, ctx, inputs_embeds)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
