@@ -13,6 +13,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from llmkit.model.demo import ModelSpec, build_model
+from llmkit.model.demo_llava import build_llava
 
 # Qwen3's default head_dim is 128; keep every test model small.
 SPECS = {
@@ -42,6 +43,12 @@ def model_factory(tmp_path_factory):
 def tiny_model(model_factory) -> str:
     """The default tiny Llama: 2 layers, hidden 64, GQA 4:2, tied embeddings."""
     return model_factory("llama")
+
+
+@pytest.fixture(scope="session")
+def llava_model(tmp_path_factory) -> str:
+    """A tiny LLaVA: a 3-layer CLIP vision tower (48x48 images, 36 tokens each) on the tiny Llama."""
+    return str(build_llava(tmp_path_factory.mktemp("models") / "llava"))
 
 
 @pytest.fixture
