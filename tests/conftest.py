@@ -47,7 +47,7 @@ def tiny_model(model_factory) -> str:
 
 @pytest.fixture(scope="session")
 def llava_model(tmp_path_factory) -> str:
-    """A tiny LLaVA: a 3-layer CLIP vision tower (48x48 images, 36 tokens each) on the tiny Llama."""
+    """A tiny LLaVA: a CLIP vision tower (48x48 images, 36 tokens each) on the tiny Llama."""
     return str(build_llava(tmp_path_factory.mktemp("models") / "llava"))
 
 

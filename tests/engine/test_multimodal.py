@@ -159,6 +159,9 @@ def test_torchvision_processor_config_loads_with_pil(llava_model, tmp_path):
     llm = LLM(str(folder), max_model_len=256)
     out = llm.generate(prompt(ONE, [image(1)]), GREEDY, use_tqdm=False)[0]
     reference = LLM(llava_model, max_model_len=256)
-    assert out.outputs[0].token_ids == reference.generate(
-        prompt(ONE, [image(1)]), GREEDY, use_tqdm=False
-    )[0].outputs[0].token_ids
+    assert (
+        out.outputs[0].token_ids
+        == reference.generate(prompt(ONE, [image(1)]), GREEDY, use_tqdm=False)[0]
+        .outputs[0]
+        .token_ids
+    )

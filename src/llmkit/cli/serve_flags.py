@@ -154,6 +154,19 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="the llmkit.reasoning_parsers plugin that moves reasoning into "
         "reasoning_content (built in: deepseek_r1, qwen3)",
     )
+    media = parser.add_argument_group("image inputs (closed by default: data: URLs only)")
+    media.add_argument(
+        "--allowed-media-domains",
+        nargs="+",
+        default=[],
+        metavar="HOST",
+        help="hosts whose http(s) image URLs the server fetches (exact names; default: none)",
+    )
+    media.add_argument(
+        "--allowed-local-media-path",
+        metavar="DIR",
+        help="a directory that file: image URLs may read from (default: none)",
+    )
     answers = parser.add_argument_group("answers")
     answers.add_argument(
         "--chat-template-content-format",

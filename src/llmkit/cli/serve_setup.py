@@ -7,6 +7,7 @@ import functools
 import importlib
 import json
 import logging.config
+import os
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -130,7 +131,12 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
                 load(group, name)
             except PluginError as exc:
                 _fail(flag, str(exc))
+    media_path = args.allowed_local_media_path
+    if media_path is not None and not os.path.isdir(media_path):
+        _fail("--allowed-local-media-path", f"{media_path!r} is not a directory")
     return ServingOptions(
+        allowed_media_domains=tuple(args.allowed_media_domains),
+        allowed_local_media_path=media_path,
         chat_template_content_format=args.chat_template_content_format,
         response_role=args.response_role,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,

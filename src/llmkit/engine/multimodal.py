@@ -80,7 +80,7 @@ class ImageInputs:
             )
         pixels = [self._pixel_values(i, image) for i, image in enumerate(images)]
         expanded: list[int] = []
-        inputs = []
+        inputs: list[ImageInput] = []
         n = info.image_tokens
         for tid in ids:
             if tid != token:

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -40,7 +40,7 @@ LLAVA_CHAT_TEMPLATE = (
 class LlavaSpec:
     """The shape of a generated LLaVA; the same spec always builds the same files."""
 
-    text: ModelSpec = ModelSpec()
+    text: ModelSpec = field(default_factory=ModelSpec)
     vision_hidden_size: int = 32
     vision_layers: int = 3
     vision_heads: int = 2
@@ -115,7 +115,7 @@ def _write(root: Path, spec: LlavaSpec) -> None:
     config = transformers.LlavaConfig(
         vision_config=vision_config,
         text_config=text_config,
-        image_token_index=tokenizer.convert_tokens_to_ids([IMAGE_TOKEN])[0],
+        image_token_index=tokenizer.get_vocab()[IMAGE_TOKEN],
         vision_feature_layer=spec.vision_feature_layer,
         vision_feature_select_strategy=spec.vision_feature_select_strategy,
         tie_word_embeddings=text.tie_word_embeddings,

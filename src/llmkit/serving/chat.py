@@ -25,6 +25,7 @@ from llmkit.serving.engine_calls import run_streams, start_generation
 from llmkit.serving.errors import bad_request, from_value_error
 from llmkit.serving.extraction import Extractor
 from llmkit.serving.logprobs import chat_logprobs
+from llmkit.serving.media import image_parts
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt
 from llmkit.serving.stream import Emit, StreamSettings
@@ -88,9 +89,21 @@ def render_messages(
     return EnginePrompt(prompt["prompt"], prompt["prompt_token_ids"])
 
 
-def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: str) -> ChatJob:
-    """Check everything, render the prompt and start; raises OpenAIError before any response."""
+def prepare_chat(
+    ctx: ServingContext,
+    req: ChatCompletionRequest,
+    request_id: str,
+    images: list[Any] | None = None,
+) -> ChatJob:
+    """Check everything, render the prompt and start; raises OpenAIError before any response.
+
+    ``images``: the messages' ``image_url`` parts loaded (``media.chat_images``), in order.
+    """
     model = ctx.admit(req, request_id, "generate")
+    if images is None and image_parts(req.messages):
+        raise bad_request(
+            "image_url content parts are taken by POST /v1/chat/completions", "messages"
+        )
     options = StreamSettings.of(req, ctx.options.force_include_usage)
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs can only be set when logprobs is true", "top_logprobs")
@@ -99,7 +112,12 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
     if req.max_completion_tokens is not None:
         max_tokens, max_name = req.max_completion_tokens, "max_completion_tokens"
     tools = plan_tools(ctx, req)
-    conversation = to_conversation(req.messages, content_format(ctx, req.chat_template))
+    info = ctx.engine.model_info
+    placeholder = None
+    if info.image_token_id is not None:
+        placeholder = ctx.engine.tokenizer.token_text(info.image_token_id)
+    fmt = content_format(ctx, req.chat_template)
+    conversation = to_conversation(req.messages, fmt, placeholder)
     prompt = render_messages(
         ctx,
         conversation,
@@ -109,8 +127,10 @@ def prepare_chat(ctx: ServingContext, req: ChatCompletionRequest, request_id: st
         req.continue_final_message,
         tools.tools,
     )
-    max_model_len = ctx.engine.model_info.max_model_len
-    check_context_length(len(prompt.token_ids), max_tokens, max_model_len, "messages")
+    prompt.images = images or []
+    # Each image's placeholder becomes image_tokens tokens in the engine.
+    num_tokens = len(prompt.token_ids) + len(prompt.images) * (info.image_tokens - 1)
+    check_context_length(num_tokens, max_tokens, info.max_model_len, "messages")
     constraint, constraint_renames = structured_outputs(req.structured_outputs, req.response_format)
     if tools.forced:
         if constraint is not None:

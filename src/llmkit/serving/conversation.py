@@ -62,37 +62,46 @@ def content_format(ctx: ServingContext, request_template: str | None) -> Format:
     return template_content_format(template) if isinstance(template, str) else "string"
 
 
-def to_conversation(messages: list[ChatMessage], fmt: Format = "string") -> list[dict[str, Any]]:
+def to_conversation(
+    messages: list[ChatMessage], fmt: Format = "string", image_placeholder: str | None = None
+) -> list[dict[str, Any]]:
     """Messages as chat templates expect them.
 
-    ``"string"`` joins text parts with newlines, as vLLM does; ``"openai"`` gives every
-    message's content as a list of text parts, a plain string becoming one part.
+    ``"string"`` joins text parts with newlines, as vLLM does, an image part becoming
+    ``image_placeholder`` (a multimodal model's ``<image>``); ``"openai"`` gives every
+    message's content as a list of parts, ``{"type": "image"}`` for an image and a plain
+    string becoming one text part.
     """
     conversation = []
     for i, message in enumerate(messages):
         entry = message.model_dump(exclude_none=True)
-        texts: list[str] | None = None
+        parts: list[dict[str, str]] | None = None
         if isinstance(message.content, list):
-            texts = []
-            for part in message.content:
-                if part.type not in _TEXT_PARTS or part.text is None:
-                    raise bad_request(
-                        f"messages.{i}.content: content parts of type {part.type!r} are not "
-                        "supported (only text)",
-                        "messages",
-                    )
-                texts.append(part.text)
+            parts = [_part(i, part, image_placeholder) for part in message.content]
         elif isinstance(message.content, str):
-            texts = [message.content]
+            parts = [{"type": "text", "text": message.content}]
         for call in entry.get("tool_calls") or []:
             _parse_arguments(call)
-        if texts is not None:
+        if parts is not None:
             if fmt == "openai":
-                entry["content"] = [{"type": "text", "text": text} for text in texts]
+                entry["content"] = parts
             else:
-                entry["content"] = "\n".join(texts)
+                entry["content"] = "\n".join(p.get("text", image_placeholder or "") for p in parts)
         conversation.append(entry)
     return conversation
+
+
+def _part(i: int, part: Any, image_placeholder: str | None) -> dict[str, str]:
+    if part.type == "image_url" and image_placeholder is not None:
+        return {"type": "image"}
+    if part.type not in _TEXT_PARTS or part.text is None:
+        supported = "text and image_url" if image_placeholder else "only text"
+        raise bad_request(
+            f"messages.{i}.content: content parts of type {part.type!r} are not supported "
+            f"by this model ({supported})",
+            "messages",
+        )
+    return {"type": "text", "text": part.text}
 
 
 def _parse_arguments(call: Any) -> None:

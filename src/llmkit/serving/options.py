@@ -26,6 +26,10 @@ class ServingOptions:
     the output; ``enable_auto_tool_choice`` lets the model decide to call tools
     (``tool_choice="auto"``), which needs a parser. ``reasoning_parser``: the
     ``llmkit.reasoning_parsers`` plugin that separates ``reasoning_content``.
+    ``allowed_media_domains``: the hosts whose ``http(s)`` image URLs are fetched (none:
+    only ``data:`` URLs), within ``media_fetch_timeout_s`` and ``max_media_bytes``;
+    ``allowed_local_media_path``: the directory ``file:`` image URLs may read (none: no
+    ``file:`` URLs).
     """
 
     chat_template_content_format: ContentFormat = "auto"
@@ -36,6 +40,10 @@ class ServingOptions:
     tool_call_parser: str | None = None
     enable_auto_tool_choice: bool = False
     reasoning_parser: str | None = None
+    allowed_media_domains: tuple[str, ...] = ()
+    allowed_local_media_path: str | None = None
+    media_fetch_timeout_s: float = 10.0
+    max_media_bytes: int = 20 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.chat_template_content_format not in CONTENT_FORMATS:
@@ -47,3 +55,5 @@ class ServingOptions:
             raise ValueError("response_role must not be empty")
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ValueError("enable_auto_tool_choice needs a tool_call_parser")
+        if not self.media_fetch_timeout_s > 0 or self.max_media_bytes < 1:
+            raise ValueError("media_fetch_timeout_s and max_media_bytes must be positive")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from llmkit.engine.protocol import TokensPrompt
 from llmkit.protocol.openai import PromptInput
@@ -13,13 +13,18 @@ from llmkit.serving.errors import bad_request, from_value_error
 
 @dataclass
 class EnginePrompt:
-    """A prompt tokenized by the serving layer, so the engine does not tokenize it again."""
+    """A prompt tokenized by the serving layer, so the engine does not tokenize it again;
+    ``images`` (PIL images) fill its image placeholders, in order."""
 
     text: str | None
     token_ids: list[int]
+    images: list[Any] = field(default_factory=list)
 
-    def as_input(self) -> TokensPrompt:
-        return {"prompt": self.text, "prompt_token_ids": self.token_ids}
+    def as_input(self) -> TokensPrompt | dict[str, Any]:
+        prompt: TokensPrompt = {"prompt": self.text, "prompt_token_ids": self.token_ids}
+        if self.images:
+            return {**prompt, "multi_modal_data": {"image": self.images}}
+        return prompt
 
 
 def tokenize_inputs(

@@ -37,7 +37,7 @@ from llmkit.protocol.openai import (
     TokenizeRequest,
     VersionResponse,
 )
-from llmkit.serving import chat, completions, embeddings, tokens
+from llmkit.serving import chat, completions, embeddings, media, tokens
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.serving.metrics import ServerMetrics
@@ -242,7 +242,8 @@ class _Routes:
 
     async def chat_completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, ChatCompletionRequest)
-        job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}")
+        images = await media.chat_images(self.ctx, req.messages)
+        job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}", images)
         if job.stream:
             return EventStreamResponse(
                 lambda emit: chat.stream_chat(self.ctx, job, emit), keepalive_s=self._keepalive_s

@@ -15,9 +15,15 @@ from llmkit.protocol.openai.common import (
 )
 
 
+class ImageURL(BaseModel):
+    url: str
+    detail: str | None = None
+
+
 class ContentPart(RequestBody):
     type: str
     text: str | None = None
+    image_url: ImageURL | None = None
 
 
 class ChatMessage(RequestBody):
