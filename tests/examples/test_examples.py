@@ -94,3 +94,11 @@ def _running(command: list[str], address: tuple[int, object]) -> Iterator[None]:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_image_chat_answers_prompts_with_and_without_images(llava_model):
+    lines = _run("image_chat.py", llava_model).splitlines()
+    assert [line.split(",")[0] for line in lines] == ["1 image(s)", "2 image(s)", "0 image(s)"]
+    # Each image adds its 36 placeholder tokens to the prompt.
+    lengths = [int(line.split(", ")[1].split()[0]) for line in lines]
+    assert lengths[0] > 36 and lengths[1] > 72 and lengths[2] < 36
