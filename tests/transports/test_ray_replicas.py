@@ -8,6 +8,7 @@ import time
 import httpx
 import openai
 import pytest
+from serve_helpers import metric
 from test_openai_api import (  # run here too, against the replicas
     test_chat_stream_equals_non_stream,
     test_completion_stream_equals_non_stream,
@@ -68,6 +69,26 @@ def test_shared_prefixes_go_to_one_replica_and_others_spread(client):
     for word in ("red", "green", "blue", "yellow"):
         client.completions.create(model=MODEL, prompt=word, max_tokens=2)
     assert all(n > before[name] for name, n in prompt_tokens().items())
+
+
+def test_a_client_that_leaves_aborts_its_request_on_the_replica(client, server):
+    stream = client.completions.create(
+        model=MODEL, prompt="hello", max_tokens=200, stream=True, extra_body={"ignore_eos": True}
+    )
+    next(iter(stream))
+    assert sum(ray.get(a.stats.remote()).num_running for a in replicas().values()) == 1
+    stream.close()
+    deadline = time.monotonic() + 5
+    while sum(ray.get(a.stats.remote()).num_running for a in replicas().values()):
+        assert time.monotonic() < deadline, "the replica still runs the request"
+        time.sleep(0.05)
+    # The server's stats are the replicas' added up, as polled a moment later.
+    with server.http() as http:
+        while metric(http.get("/metrics").text, "llmkit:num_requests_running"):
+            assert time.monotonic() < deadline + 2, "/metrics still counts the request"
+            time.sleep(0.05)
+        total = metric(http.get("/metrics").text, "llmkit:prompt_tokens_total")
+    assert total == sum(ray.get(a.stats.remote()).prompt_tokens for a in replicas().values())
 
 
 def test_a_killed_replica_fails_its_request_and_the_other_serves(client, server):

@@ -35,6 +35,7 @@ from llmkit.sampling_params import PoolingParams, SamplingParams
 logger = logging.getLogger(__name__)
 
 _STATS_INTERVAL_S = 0.25
+_SHUTDOWN_WAIT_S = 10.0
 
 
 class ReplicaGroup:
@@ -60,7 +61,9 @@ class ReplicaGroup:
         if not ray.is_initialized():
             ray.init(address=ray_address, logging_level=logging.WARNING)
         self.config = config
-        cuda = config.device == "cuda"
+        # On a cluster with GPUs a replica holds one per tensor-parallel rank ("auto" too).
+        gpus = ray.cluster_resources().get("GPU", 0) if config.device == "auto" else 0
+        cuda = config.device == "cuda" or gpus > 0
         actor = ray.remote(Replica)
         namespace = f"llmkit-{uuid.uuid4().hex[:8]}"
         # Ray's handles type their methods loosely; Any says so once.
@@ -102,8 +105,8 @@ class ReplicaGroup:
         for stream in list(self._streams.values()):
             stream.close()
         for i in sorted(self._alive):
-            with contextlib.suppress(RayActorError):
-                await self.actors[i].shutdown.remote()
+            with contextlib.suppress(RayActorError, TimeoutError):
+                await asyncio.wait_for(self.actors[i].shutdown.remote(), _SHUTDOWN_WAIT_S)
             ray.kill(self.actors[i])
         self._alive.clear()
 

@@ -1,0 +1,71 @@
+"""Engine replicas on a local Ray cluster: throughput of 2 replicas against 1.
+
+    python benchmarks/replicas.py [--model demo] [--num-requests 32] [--num-cpus 2]
+
+Starts a local Ray cluster, serves the same concurrent greedy workload through a
+``ReplicaGroup`` of 1 replica and then of 2 (each an actor with one CPU, so one torch
+thread), and prints output tokens/s for each and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+
+import ray
+
+from llmkit import EngineConfig, SamplingParams
+from llmkit.distributed.ray import ReplicaGroup
+from llmkit.model.demo import resolve_model
+
+
+async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[float, int]:
+    async def one(prompt: list[int]) -> int:
+        async for out in group.generate({"prompt_token_ids": prompt}, params):
+            last = out
+        return len(last.outputs[0].token_ids)
+
+    async with group:
+        await one(jobs[0])  # warm up
+        t0 = time.perf_counter()
+        tokens = await asyncio.gather(*(one(p) for p in jobs))
+        return time.perf_counter() - t0, sum(tokens)
+
+
+def run(model: str, replicas: int, jobs, params: SamplingParams) -> tuple[float, int]:
+    group = ReplicaGroup(EngineConfig(model, max_model_len=512), replicas, prefix_tokens=0)
+    return asyncio.run(serve_all(group, jobs, params))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="demo")
+    parser.add_argument("--num-requests", type=int, default=32)
+    parser.add_argument("--prompt-len", type=int, default=64)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--num-cpus", type=int, default=2)
+    args = parser.parse_args()
+    model = resolve_model(args.model)
+    rng = random.Random(0)
+    jobs = [
+        [rng.randrange(10, 2000) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
+    ]
+    params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False)
+    try:
+        results = {n: run(model, n, jobs, params) for n in (1, 2)}
+    finally:
+        ray.shutdown()
+    print("| replicas | seconds | output tok/s |")
+    print("|---:|---:|---:|")
+    rates = {}
+    for n, (seconds, tokens) in results.items():
+        rates[n] = tokens / seconds
+        print(f"| {n} | {seconds:.2f} | {rates[n]:.1f} |")
+    print(f"\n2 replicas / 1: {rates[2] / rates[1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
