@@ -56,6 +56,28 @@ def prompt_tokens() -> dict[str, int]:
     return {name: ray.get(actor.stats.remote()).prompt_tokens for name, actor in replicas().items()}
 
 
+def long_stream(client):
+    """A streamed completion that runs for seconds (32 choices of 240 tokens), once it has
+    sent its first chunk."""
+    stream = client.completions.create(
+        model=MODEL,
+        prompt="hello",
+        n=32,
+        max_tokens=240,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    next(iter(stream))
+    return stream
+
+
+def running_replica():
+    """The one replica that runs a request."""
+    running = [a for a in replicas().values() if ray.get(a.stats.remote()).num_running]
+    assert len(running) == 1
+    return running[0]
+
+
 def test_shared_prefixes_go_to_one_replica_and_others_spread(client):
     before = prompt_tokens()
     for i in range(4):
@@ -72,11 +94,8 @@ def test_shared_prefixes_go_to_one_replica_and_others_spread(client):
 
 
 def test_a_client_that_leaves_aborts_its_request_on_the_replica(client, server):
-    stream = client.completions.create(
-        model=MODEL, prompt="hello", max_tokens=200, stream=True, extra_body={"ignore_eos": True}
-    )
-    next(iter(stream))
-    assert sum(ray.get(a.stats.remote()).num_running for a in replicas().values()) == 1
+    stream = long_stream(client)
+    running_replica()
     stream.close()
     deadline = time.monotonic() + 5
     while sum(ray.get(a.stats.remote()).num_running for a in replicas().values()):
@@ -92,14 +111,8 @@ def test_a_client_that_leaves_aborts_its_request_on_the_replica(client, server):
 
 
 def test_a_killed_replica_fails_its_request_and_the_other_serves(client, server):
-    stream = client.completions.create(
-        model=MODEL, prompt="hello", max_tokens=200, stream=True, extra_body={"ignore_eos": True}
-    )
-    next(iter(stream))
-    (running,) = [
-        actor for actor in replicas().values() if ray.get(actor.stats.remote()).num_running
-    ]
-    ray.kill(running)
+    stream = long_stream(client)
+    ray.kill(running_replica())
     start = time.monotonic()
     with pytest.raises(openai.APIError, match="died"):
         for _ in stream:
