@@ -19,6 +19,7 @@ import ray
 from llmkit import EngineConfig, SamplingParams
 from llmkit.distributed.ray import ReplicaGroup
 from llmkit.model.demo import resolve_model
+from llmkit.model.loader import load_hf_config
 
 
 async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[float, int]:
@@ -48,9 +49,10 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=2)
     args = parser.parse_args()
     model = resolve_model(args.model)
+    vocab = load_hf_config(model).vocab_size
     rng = random.Random(0)
     jobs = [
-        [rng.randrange(10, 2000) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
+        [rng.randrange(10, vocab) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
     ]
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False)

@@ -15,6 +15,7 @@ import time
 
 from llmkit import LLM, SamplingParams
 from llmkit.model.demo import resolve_model
+from llmkit.model.loader import load_hf_config
 
 
 class Timed:
@@ -99,9 +100,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     args = parser.parse_args()
     model = resolve_model(args.model)
+    vocab = load_hf_config(model).vocab_size
     rng = random.Random(0)
     jobs = [
-        [rng.randrange(10, 2000) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
+        [rng.randrange(10, vocab) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
     ]
     one = run(model, 1, jobs, args.max_tokens)
     two = run(model, 2, jobs, args.max_tokens)

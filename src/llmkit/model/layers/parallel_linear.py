@@ -18,12 +18,9 @@ from llmkit.model.weights import Weight, read
 class ColumnParallelLinear(nn.Linear):
     """Fused output pieces, each cut to this rank's ``(start, length)`` rows of the piece."""
 
-    def __init__(
-        self, in_features: int, pieces: list[tuple[int, int]], bias: bool, tp: TensorParallel
-    ) -> None:
+    def __init__(self, in_features: int, pieces: list[tuple[int, int]], bias: bool) -> None:
         super().__init__(in_features, sum(n for _, n in pieces), bias=bias)
         self.pieces = pieces
-        self.tp = tp
         for param in self.parameters():
             param.weight_loader = self.load_piece  # type: ignore[attr-defined]
 
@@ -39,7 +36,7 @@ def merged_column_parallel(
 ) -> ColumnParallelLinear:
     """Pieces (gate and up projections) each split evenly over the ranks."""
     return ColumnParallelLinear(
-        in_features, [tp.shard(n, "intermediate_size") for n in sizes], bias, tp
+        in_features, [tp.shard(n, "intermediate_size") for n in sizes], bias
     )
 
 
@@ -68,7 +65,7 @@ class QKVParallelLinear(ColumnParallelLinear):
             kv_start, self.num_kv_heads = tp.rank * num_kv_heads // tp.size, 1
         q = (q_start * head_dim, self.num_heads * head_dim)
         kv = (kv_start * head_dim, self.num_kv_heads * head_dim)
-        super().__init__(hidden, [q, kv, kv], bias, tp)
+        super().__init__(hidden, [q, kv, kv], bias)
 
 
 class RowParallelLinear(nn.Linear):

@@ -21,6 +21,11 @@ def _vocab_range(vocab_size: int, tp: TensorParallel) -> tuple[int, int, int]:
     return start, min(per_rank, vocab_size - start), per_rank
 
 
+def _load_rows(param: nn.Parameter, weight: Weight, start: int, rows: int) -> None:
+    param.data.zero_()  # the padding rows past the vocabulary
+    param.data[:rows].copy_(read(weight, 0, start, rows))
+
+
 class VocabParallelEmbedding(nn.Embedding):
     def __init__(self, vocab_size: int, hidden: int, tp: TensorParallel) -> None:
         self.start, self.rows, per_rank = _vocab_range(vocab_size, tp)
@@ -29,8 +34,7 @@ class VocabParallelEmbedding(nn.Embedding):
         self.weight.weight_loader = self.load_rows  # type: ignore[attr-defined]
 
     def load_rows(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
-        param.data.zero_()
-        param.data[: self.rows].copy_(read(weight, 0, self.start, self.rows))
+        _load_rows(param, weight, self.start, self.rows)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if self.tp.size == 1:
@@ -52,8 +56,7 @@ class ParallelLMHead(nn.Linear):
         self.weight.weight_loader = self.load_rows  # type: ignore[attr-defined]
 
     def load_rows(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
-        param.data.zero_()
-        param.data[: self.rows].copy_(read(weight, 0, self.start, self.rows))
+        _load_rows(param, weight, self.start, self.rows)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = super().forward(x)
