@@ -4,7 +4,8 @@
 
 Starts a local Ray cluster, serves the same concurrent greedy workload through a
 ``ReplicaGroup`` of 1 replica and then of 2 (each an actor with one CPU, so one torch
-thread), and prints output tokens/s for each and their ratio.
+thread), and prints output tokens/s for each, their ratio, and the share of a core the
+routing process (this one: Ray's client side of every stream) used.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from llmkit.model.demo import resolve_model
 from llmkit.model.loader import load_hf_config
 
 
-async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[float, int]:
+async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[float, int, float]:
+    """Seconds, output tokens, and this process's CPU share (the router's cost)."""
+
     async def one(prompt: list[int]) -> int:
         async for out in group.generate({"prompt_token_ids": prompt}, params):
             last = out
@@ -30,12 +33,13 @@ async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[
 
     async with group:
         await one(jobs[0])  # warm up
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         tokens = await asyncio.gather(*(one(p) for p in jobs))
-        return time.perf_counter() - t0, sum(tokens)
+        seconds = time.perf_counter() - t0
+        return seconds, sum(tokens), (time.process_time() - cpu0) / seconds
 
 
-def run(model: str, replicas: int, jobs, params: SamplingParams) -> tuple[float, int]:
+def run(model: str, replicas: int, jobs, params: SamplingParams) -> tuple[float, int, float]:
     group = ReplicaGroup(EngineConfig(model, max_model_len=512), replicas, prefix_tokens=0)
     return asyncio.run(serve_all(group, jobs, params))
 
@@ -60,12 +64,12 @@ def main() -> None:
         results = {n: run(model, n, jobs, params) for n in (1, 2)}
     finally:
         ray.shutdown()
-    print("| replicas | seconds | output tok/s |")
-    print("|---:|---:|---:|")
+    print("| replicas | seconds | output tok/s | router process CPU |")
+    print("|---:|---:|---:|---:|")
     rates = {}
-    for n, (seconds, tokens) in results.items():
+    for n, (seconds, tokens, cpu) in results.items():
         rates[n] = tokens / seconds
-        print(f"| {n} | {seconds:.2f} | {rates[n]:.1f} |")
+        print(f"| {n} | {seconds:.2f} | {rates[n]:.1f} | {100 * cpu:.0f}% |")
     print(f"\n2 replicas / 1: {rates[2] / rates[1]:.2f}x")
 
 

@@ -3,17 +3,25 @@
     python benchmarks/tensor_parallel.py [--model demo] [--num-requests 16]
 
 Runs the same greedy workload through `LLM.generate` at each size and prints the mean
-time of a model step (forward plus LM head) for prefill and decode steps, their ratio,
-and, at size 2, the time rank 0 spends in gloo all-reduces per step and per layer.
+time of a model forward for prefill and decode steps, their ratio, and, at size 2, the
+time rank 0 spends in gloo all-reduces per step and per layer (which includes waiting for
+the other rank to get there). Rank 0 runs one torch thread, and a worker takes cores /
+size (one on two cores): size 2 uses two cores where size 1 uses one, as two GPUs
+against one. Last, the bare gloo all-reduce latency of
+a decode step's activations ([16, hidden] float32) between two processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
 import time
 
+import torch
+
 from llmkit import LLM, SamplingParams
+from llmkit.distributed.group import join_group, make_group, open_store
 from llmkit.model.demo import resolve_model
 from llmkit.model.loader import load_hf_config
 
@@ -92,6 +100,32 @@ def run(model: str, size: int, jobs, max_tokens: int) -> dict[str, float]:
     return result
 
 
+def _peer(port: int, shape: tuple[int, int], reps: int) -> None:
+    tp = join_group(1, 2, port, cuda=False)
+    x = torch.ones(shape)
+    for _ in range(reps + 10):
+        tp.all_reduce(x)
+
+
+def allreduce_latency(shape: tuple[int, int], reps: int = 2000) -> float:
+    """Seconds per gloo all-reduce of a ``shape`` float32 tensor between two processes."""
+    store = open_store(2)
+    peer = multiprocessing.get_context("spawn").Process(
+        target=_peer, args=(store.port, shape, reps)
+    )
+    peer.start()
+    tp = make_group(store, 0, 2, cuda=False)
+    x = torch.ones(shape)
+    for _ in range(10):
+        tp.all_reduce(x)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        tp.all_reduce(x)
+    seconds = (time.perf_counter() - t0) / reps
+    peer.join()
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="demo")
@@ -105,8 +139,11 @@ def main() -> None:
     jobs = [
         [rng.randrange(10, vocab) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
     ]
+    torch.set_num_threads(1)
     one = run(model, 1, jobs, args.max_tokens)
     two = run(model, 2, jobs, args.max_tokens)
+    hidden = load_hf_config(model).hidden_size
+    bare = allreduce_latency((16, hidden))
     print("| tensor_parallel_size | wall s | prefill forward ms | decode forward ms | LM head ms |")
     print("|---:|---:|---:|---:|---:|")
     for size, r in ((1, one), (2, two)):
@@ -123,6 +160,7 @@ def main() -> None:
         f"({two['allreduces_per_step']:.0f} calls), {two['allreduce_ms_per_layer']:.3f} ms per "
         "layer"
     )
+    print(f"bare gloo all-reduce of [16, {hidden}] float32: {1e6 * bare:.0f} us")
 
 
 if __name__ == "__main__":
