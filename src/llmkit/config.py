@@ -90,6 +90,13 @@ class EngineConfig:
         default=2.0,
         metadata={"help": "the KV cache's size in GiB when the model runs on CPU"},
     )
+    tensor_parallel_size: int = field(
+        default=1,
+        metadata={
+            "help": "shard the model over this many processes (tensor parallelism: gloo on "
+            "CPU, NCCL with one GPU each on CUDA); the engine starts and stops them"
+        },
+    )
     attention_backend: str = field(
         default="auto",
         metadata={
@@ -146,6 +153,7 @@ class EngineConfig:
         _choice("task", self.task, _TASKS)
         _at_least("max_num_seqs", self.max_num_seqs, 1)
         _at_least("max_logprobs", self.max_logprobs, 0)
+        _at_least("tensor_parallel_size", self.tensor_parallel_size, 1)
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise ValueError(
                 f"block_size must be a power of two from 1 to 128, got {self.block_size}"

@@ -44,6 +44,7 @@ CASES = {
     "--rate-limit-rps": ["--rate-limit-rps", "-1"],
     "--rate-limit-burst": ["--rate-limit-burst", "5"],
     "--sse-keepalive-s": ["--sse-keepalive-s", "-1"],
+    "--data-parallel-size": ["--data-parallel-size", "0"],
 }
 MORE = [
     ("--ssl-keyfile", ["--ssl-certfile", "{garbage}"]),

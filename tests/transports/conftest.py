@@ -207,6 +207,26 @@ def engine_socket_server(tiny_model, tmp_path_factory) -> Iterator[Server]:
         stop(engine)
 
 
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """A local Ray cluster of 2 CPUs for one module (Ray starts slowly); its address."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def replicas_server(ray_cluster, tiny_model, tmp_path_factory) -> Iterator[Server]:
+    """`llmkit serve --data-parallel-size 2` on the module's Ray cluster, set up as the
+    session's servers are (the OpenAI API tests run against it unchanged)."""
+    log = tmp_path_factory.mktemp("replicas") / "serve.log"
+    replicas = ("--data-parallel-size", "2", "--ray-address", ray_cluster)
+    proc, url = serve(tiny_model, log, *SERVE_FLAGS, *ENGINE_FLAGS, *replicas)
+    yield Server(url, proc, log)
+    stop(proc)
+
+
 @pytest.fixture
 def engine_process(tiny_model, tmp_path) -> Iterator[tuple[subprocess.Popen, Path]]:
     """A `llmkit engine` of the test's own on the tiny model, and its socket."""

@@ -157,10 +157,23 @@ def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
     if args.engine_socket is None:
         if not args.model:
             raise SystemExit("llmkit serve: error: give a MODEL, or --engine-socket PATH")
+        if args.data_parallel_size < 1:
+            raise SystemExit("llmkit serve: error: --data-parallel-size: must be >= 1")
+        config = engine_config(args.model, args)
+        # The model loads before the port opens, so a client that can connect can be served.
+        if args.data_parallel_size > 1 or args.ray_address:
+            from llmkit.distributed.ray import ReplicaGroup
+
+            group = ReplicaGroup(config, args.data_parallel_size, ray_address=args.ray_address)
+            return group, args.model
         from llmkit.engine.async_engine import AsyncEngine
 
-        # The model loads before the port opens, so a client that can connect can be served.
-        return AsyncEngine(engine_config(args.model, args)), args.model
+        return AsyncEngine(config), args.model
+    if args.data_parallel_size > 1 or args.ray_address:
+        raise SystemExit(
+            "llmkit serve: error: replicas (--data-parallel-size, --ray-address) run their own "
+            "engines; they do not go with --engine-socket"
+        )
     if args.model or engine_kwargs(args):
         raise SystemExit(
             "llmkit serve: error: with --engine-socket the model and its engine flags belong to "

@@ -118,6 +118,21 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="send a comment line on a stream idle this long (queued or in a long prefill), "
         "so proxies keep it open; 0 never does (default: 15)",
     )
+    replicas = parser.add_argument_group("replicas on Ray (pip install 'llmkit[ray]')")
+    replicas.add_argument(
+        "--data-parallel-size",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve N engine replicas, each a Ray actor, routed by load and shared prompt "
+        "prefix (default: 1, this process's engine)",
+    )
+    replicas.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster the replicas run on (its GCS address, or 'auto'); default: a "
+        "local cluster started for the server",
+    )
     logs = parser.add_argument_group("logging")
     logs.add_argument(
         "--log-config-file",

@@ -261,6 +261,7 @@ class AsyncEngine:
             logger.exception("the engine's step loop died")
             self._dead = exc
         finally:
+            core.runner.close()  # tensor-parallel workers end with the loop
             self._stats = core.stats()
             if self._dead is None:
                 self._dead = EngineDeadError("the engine was shut down")

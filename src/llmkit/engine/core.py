@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.config import EngineConfig
+from llmkit.distributed.runner import create_runner
 from llmkit.engine.admission import AdmissionQueue
 from llmkit.engine.encoder_cache import EncoderCache
 from llmkit.engine.kv_cache import BlockAllocator
@@ -20,9 +21,8 @@ from llmkit.engine.stats import EngineStats
 from llmkit.engine.step_rows import plan_rows
 from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.errors import LLMKitError
+from llmkit.errors import EngineDeadError, LLMKitError
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
-from llmkit.model.runner import ModelRunner
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
 from llmkit.outputs import Logprob, PositionLogprobs
 
@@ -48,7 +48,7 @@ class EngineCore:
         self.pooling_config = model.pooling
         self.tokenizer = Tokenizer(model.info.tokenizer)
         self.max_model_len = model.info.max_model_len
-        self.runner = ModelRunner(config, model.path, model.hf_config, self.max_model_len)
+        self.runner = create_runner(config, model.path, model.hf_config, self.max_model_len)
         self.allocator = BlockAllocator(
             self.runner.num_blocks, config.block_size, config.enable_prefix_caching
         )
@@ -63,10 +63,7 @@ class EngineCore:
         self.encoder = EncoderCache(self.runner.embed_images)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, _Seq] = {}
-        self._steps = 0
-        self._generated_tokens = 0
-        self._prompt_tokens = 0
-        self._preemptions = 0
+        self._steps = self._generated_tokens = self._prompt_tokens = self._preemptions = 0
         # Reserved by callers before add(); released here when a request first runs.
         self.queue = AdmissionQueue(config.max_queued_requests, config.max_queued_tokens)
 
@@ -134,6 +131,8 @@ class EngineCore:
                 self.queue.started(self._seqs[req].state.request_id, time.monotonic())
             try:
                 touched += self._execute(sched)
+            except EngineDeadError:
+                raise  # a lost tensor-parallel worker: no later step can run either
             except Exception as exc:  # one bad step must not end the engine
                 logger.exception("engine step failed; failing its %d requests", len(sched.requests))
                 touched += self._fail(sched.requests, f"engine step failed: {exc!r}")

@@ -20,6 +20,8 @@ from llmkit.model.models.llama import (
     Qwen3ForCausalLM,
 )
 from llmkit.model.models.llava import LlavaForConditionalGeneration
+from llmkit.model.parallel import SINGLE, TensorParallel
+from llmkit.model.weights import Weight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -35,14 +37,15 @@ class NativeModel(Protocol):
     num_kv_heads: int
     head_dim: int
 
-    def __init__(self, cfg: PretrainedConfig) -> None: ...
+    def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
+        """``tp`` only where the class has ``supports_tensor_parallel = True``."""
 
     # A multimodal model also takes ``image_rows`` (see ModelRunner.execute).
     def __call__(
         self, input_ids: torch.Tensor, ctx: ForwardContext, **kwargs: Any
     ) -> torch.Tensor: ...
 
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+    def load_weights(self, weights: Iterable[tuple[str, Weight]]) -> None: ...
 
     def eval(self) -> NativeModel: ...
 
@@ -58,7 +61,14 @@ ARCHITECTURES: dict[str, type[NativeModel]] = {
 }
 
 
-__all__ = ["ARCHITECTURES", "load_hf_config", "load_model", "model_class", "resolve_model"]
+__all__ = [
+    "ARCHITECTURES",
+    "check_tensor_parallel",
+    "load_hf_config",
+    "load_model",
+    "model_class",
+    "resolve_model",
+]
 
 
 def load_hf_config(path: str) -> PretrainedConfig:
@@ -79,22 +89,43 @@ def model_class(hf_config: PretrainedConfig) -> type[NativeModel]:
 
 
 def load_model(
-    path: str, hf_config: PretrainedConfig, dtype: torch.dtype, device: torch.device
+    path: str,
+    hf_config: PretrainedConfig,
+    dtype: torch.dtype,
+    device: torch.device,
+    tp: TensorParallel = SINGLE,
 ) -> NativeModel:
+    """The model, or with ``tp`` this rank's shard of it, which reads only its slices."""
     cls = model_class(hf_config)
+    check_tensor_parallel(cls, tp.size)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = cls(hf_config)
+            model = cls(hf_config, tp) if tp.size > 1 else cls(hf_config)
     finally:
         torch.set_default_dtype(previous)
-    model.load_weights(iter_weights(path))
+    model.load_weights(iter_weights(path, lazy=tp.size > 1))
     return model.eval()
 
 
-def iter_weights(path: str) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor of a checkpoint, sharded (``model.safetensors.index.json``) or not."""
+def check_tensor_parallel(cls: type[NativeModel], size: int) -> None:
+    """``ValueError`` unless ``cls`` can be sharded over ``size`` ranks."""
+    if size > 1 and not _shardable(cls):
+        raise ValueError(
+            f"{cls.__name__} cannot be sharded: tensor_parallel_size > 1 supports "
+            + ", ".join(sorted(n for n, c in ARCHITECTURES.items() if _shardable(c)))
+        )
+
+
+def _shardable(cls: type[NativeModel]) -> bool:
+    return bool(getattr(cls, "supports_tensor_parallel", False))
+
+
+def iter_weights(path: str, lazy: bool = False) -> Iterator[tuple[str, Weight]]:
+    """Every tensor of a checkpoint, sharded (``model.safetensors.index.json``) or not.
+
+    ``lazy``: safetensors slices instead, which read from disk only what is indexed."""
     root = Path(path)
     index = root / "model.safetensors.index.json"
     if index.exists():
@@ -106,4 +137,4 @@ def iter_weights(path: str) -> Iterator[tuple[str, torch.Tensor]]:
     for name in files:
         with safe_open(str(root / name), framework="pt") as f:
             for key in f.keys():  # noqa: SIM118 (a safetensors handle is not iterable)
-                yield key, f.get_tensor(key)
+                yield key, f.get_slice(key) if lazy else f.get_tensor(key)

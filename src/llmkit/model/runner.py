@@ -12,6 +12,7 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.loader import load_model
+from llmkit.model.parallel import SINGLE, TensorParallel
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -30,6 +31,18 @@ class SeqInput:
     start: int
     block_ids: list[int]
     images: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+
+
+@dataclass
+class StepBatch:
+    """A step's tokens flattened without padding (host lists; tables are ``[B, width]``)."""
+
+    input_ids: list[int]
+    positions: list[int]
+    slot_mapping: list[int]
+    query_start_loc: list[int]
+    seq_lens: list[int]
+    block_tables: list[list[int]]
 
 
 def resolve_device(config: EngineConfig) -> torch.device:
@@ -55,21 +68,29 @@ def resolve_dtype(
 
 
 class ModelRunner:
+    """With ``tp``, one tensor-parallel rank's: its shard of the model and of the KV cache."""
+
     def __init__(
-        self, config: EngineConfig, model_path: str, hf_config: PretrainedConfig, max_model_len: int
+        self,
+        config: EngineConfig,
+        model_path: str,
+        hf_config: PretrainedConfig,
+        max_model_len: int,
+        tp: TensorParallel = SINGLE,
     ):
         self.config = config
         self.device = resolve_device(config)
         self.dtype = resolve_dtype(config, hf_config, self.device)
         self.block_size = config.block_size
-        self.model = load_model(model_path, hf_config, self.dtype, self.device)
+        self.model = load_model(model_path, hf_config, self.dtype, self.device, tp)
         backend = config.attention_backend
         if backend == "auto":
             backend = "triton" if self.device.type == "cuda" else "torch"
         self.backend = create_backend(backend)
         # An encoder attends over each whole input in one step and keeps nothing between steps.
         self.is_encoder = bool(getattr(self.model, "is_encoder", False))
-        self.num_blocks = 0 if self.is_encoder else self._num_kv_blocks(max_model_len)
+        # Every rank reads the same block tables, so all must hold as many blocks.
+        self.num_blocks = 0 if self.is_encoder else tp.min(self._num_kv_blocks(max_model_len))
         shape = (self.num_blocks, self.block_size, self.model.num_kv_heads, self.model.head_dim)
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
         # and 0 * NaN from stale memory would poison them.
@@ -117,55 +138,56 @@ class ModelRunner:
             )
         return blocks
 
-    @torch.inference_mode()
+    def close(self) -> None:
+        """Release what the runner started; nothing, in one process."""
+
     def execute(self, seqs: list[SeqInput]) -> torch.Tensor:
         """Run the model over the step's tokens; returns hidden states ``[T, hidden]``."""
-        input_ids: list[int] = []
-        positions: list[int] = []
-        slots: list[int] = []
-        starts = [0]
-        seq_lens: list[int] = []
-        bs = self.block_size
-        for seq in seqs:
-            n = len(seq.token_ids)
-            input_ids += seq.token_ids
-            pos = range(seq.start, seq.start + n)
-            positions += pos
-            blocks = seq.block_ids
-            if blocks:
-                slots += [blocks[p // bs] * bs + p % bs for p in pos]
-            starts.append(starts[-1] + n)
-            seq_lens.append(seq.start + n)
-        width = max(len(s.block_ids) for s in seqs)  # 0 for an encoder, which has no blocks
-        tables = [s.block_ids + [0] * (width - len(s.block_ids)) for s in seqs]
+        batch = flatten(seqs, self.block_size)
+        return self.forward(batch, self._image_rows(seqs, batch.query_start_loc))
+
+    @torch.inference_mode()
+    def forward(
+        self, batch: StepBatch, image_rows: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """``image_rows``: image embeddings that replace placeholder rows (no tensor parallel
+        model takes images, so the workers never need them)."""
         dev = self.device
+        starts, seq_lens = batch.query_start_loc, batch.seq_lens
         meta = AttentionMetadata(
             query_start_loc=torch.tensor(starts, dtype=torch.int32, device=dev),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
-            block_tables=torch.tensor(tables, dtype=torch.int32, device=dev),
-            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=dev),
-            max_query_len=max(starts[i + 1] - starts[i] for i in range(len(seqs))),
+            block_tables=torch.tensor(batch.block_tables, dtype=torch.int32, device=dev),
+            slot_mapping=torch.tensor(batch.slot_mapping, dtype=torch.int64, device=dev),
+            max_query_len=max(starts[i + 1] - starts[i] for i in range(len(seq_lens))),
             max_seq_len=max(seq_lens),
             query_start_loc_host=starts,
             seq_lens_host=seq_lens,
         )
         self.backend.prepare(meta, self.block_size, self.dtype)
         ctx = ForwardContext(
-            positions=torch.tensor(positions, dtype=torch.int64, device=dev),
+            positions=torch.tensor(batch.positions, dtype=torch.int64, device=dev),
             meta=meta,
             backend=self.backend,
             kv_caches=self.kv_caches,
         )
-        ids = torch.tensor(input_ids, dtype=torch.int64, device=dev)
-        if not any(s.images for s in seqs):
+        ids = torch.tensor(batch.input_ids, dtype=torch.int64, device=dev)
+        if image_rows is None:
             return self.model(ids, ctx)
+        return self.model(ids, ctx, image_rows=image_rows)
+
+    def _image_rows(
+        self, seqs: list[SeqInput], starts: list[int]
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(flat row of each image embedding, the embeddings), or None in a text-only step."""
+        if not any(s.images for s in seqs):
+            return None
         rows = [
-            torch.arange(n, device=dev) + (first + offset)
+            torch.arange(len(e), device=self.device) + (first + offset)
             for seq, first in zip(seqs, starts)
-            for offset, n in ((off, len(e)) for off, e in seq.images)
+            for offset, e in seq.images
         ]
-        embeds = torch.cat([e for s in seqs for _, e in s.images])
-        return self.model(ids, ctx, image_rows=(torch.cat(rows), embeds))
+        return torch.cat(rows), torch.cat([e for s in seqs for _, e in s.images])
 
     @torch.inference_mode()
     def embed_images(self, pixel_values: torch.Tensor) -> torch.Tensor:
@@ -182,3 +204,25 @@ class ModelRunner:
         if compute is None:
             raise TypeError("an encoder-only model has no logits")
         return compute(hidden).float()
+
+
+def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
+    """The step's sequences as one batch; ``bs`` is the KV cache's block size."""
+    input_ids: list[int] = []
+    positions: list[int] = []
+    slots: list[int] = []
+    starts = [0]
+    seq_lens: list[int] = []
+    for seq in seqs:
+        n = len(seq.token_ids)
+        input_ids += seq.token_ids
+        pos = range(seq.start, seq.start + n)
+        positions += pos
+        blocks = seq.block_ids
+        if blocks:
+            slots += [blocks[p // bs] * bs + p % bs for p in pos]
+        starts.append(starts[-1] + n)
+        seq_lens.append(seq.start + n)
+    width = max(len(s.block_ids) for s in seqs)  # 0 for an encoder, which has no blocks
+    tables = [s.block_ids + [0] * (width - len(s.block_ids)) for s in seqs]
+    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables)

@@ -1,17 +1,44 @@
-"""What the models' ``load_weights`` share: copy a checkpoint tensor, check that none is missing."""
+"""What the models' ``load_weights`` share: copy a checkpoint tensor, check that none is missing.
+
+A checkpoint weight is a tensor or a safetensors slice, which reads from disk only the
+part that is indexed: a tensor-parallel rank reads its own rows or columns, never all.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Set
+from typing import Any
 
 import torch
 from torch import nn
 
+# A torch.Tensor, or a safetensors slice (read lazily on indexing).
+Weight = Any
 
-def copy_weight(params: dict[str, nn.Parameter], name: str, tensor: torch.Tensor) -> None:
+
+def read(weight: Weight, dim: int = 0, start: int = 0, length: int | None = None) -> torch.Tensor:
+    """``weight``, or its ``length`` entries from ``start`` along ``dim``, as a tensor."""
+    if isinstance(weight, torch.Tensor):
+        return weight if length is None else weight.narrow(dim, start, length)
+    if length is None:
+        return weight[:]
+    index = (slice(None),) * dim + (slice(start, start + length),)
+    return weight[index]
+
+
+def copy_weight(
+    params: dict[str, nn.Parameter], name: str, weight: Weight, part: int | None = None
+) -> None:
+    """Load ``weight`` into ``params[name]``, through the parameter's ``weight_loader``
+    (a sharded or fused layer's: ``part`` is the fused piece) if it has one."""
     if name not in params:
         raise ValueError(f"unexpected weight {name!r} in checkpoint")
-    params[name].data.copy_(tensor)
+    param = params[name]
+    loader = getattr(param, "weight_loader", None)
+    if loader is not None:
+        loader(param, weight, part)
+    else:
+        param.data.copy_(read(weight))
 
 
 def check_all_loaded(

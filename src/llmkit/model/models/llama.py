@@ -11,8 +11,15 @@ from torch import nn
 from llmkit.model.context import ForwardContext
 from llmkit.model.layers.activation import SiluAndMul
 from llmkit.model.layers.norm import RMSNorm
+from llmkit.model.layers.parallel_linear import (
+    QKVParallelLinear,
+    RowParallelLinear,
+    merged_column_parallel,
+)
 from llmkit.model.layers.rotary import Rope, RotaryEmbedding, apply_rope
-from llmkit.model.weights import check_all_loaded, copy_weight
+from llmkit.model.layers.vocab_parallel import ParallelLMHead, VocabParallelEmbedding
+from llmkit.model.parallel import SINGLE, TensorParallel
+from llmkit.model.weights import Weight, check_all_loaded, copy_weight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -20,19 +27,31 @@ if TYPE_CHECKING:
 
 class LlamaAttention(nn.Module):
     def __init__(
-        self, cfg: PretrainedConfig, layer_idx: int, qkv_bias: bool, qk_norm: bool
+        self,
+        cfg: PretrainedConfig,
+        layer_idx: int,
+        qkv_bias: bool,
+        qk_norm: bool,
+        tp: TensorParallel,
     ) -> None:
         super().__init__()
         self.layer_idx = layer_idx
-        self.num_heads = cfg.num_attention_heads
-        self.num_kv_heads = cfg.num_key_value_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.num_heads
+        heads = cfg.num_attention_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        self.qkv_proj = QKVParallelLinear(
+            cfg.hidden_size, heads, cfg.num_key_value_heads, self.head_dim, qkv_bias, tp
+        )
+        # This rank's heads: all of them unless the model is sharded.
+        self.num_heads = self.qkv_proj.num_heads
+        self.num_kv_heads = self.qkv_proj.num_kv_heads
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
         self.scale = self.head_dim**-0.5
-        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=qkv_bias)
-        self.o_proj = nn.Linear(
-            self.q_size, cfg.hidden_size, bias=bool(getattr(cfg, "attention_bias", False))
+        self.o_proj = RowParallelLinear(
+            heads * self.head_dim,
+            cfg.hidden_size,
+            bool(getattr(cfg, "attention_bias", False)),
+            tp,
         )
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
@@ -52,10 +71,11 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    def __init__(self, cfg: PretrainedConfig) -> None:
+    def __init__(self, cfg: PretrainedConfig, tp: TensorParallel) -> None:
         super().__init__()
-        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        inter = cfg.intermediate_size
+        self.gate_up_proj = merged_column_parallel(cfg.hidden_size, [inter, inter], False, tp)
+        self.down_proj = RowParallelLinear(inter, cfg.hidden_size, False, tp)
         self.act = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -64,11 +84,16 @@ class LlamaMLP(nn.Module):
 
 class LlamaDecoderLayer(nn.Module):
     def __init__(
-        self, cfg: PretrainedConfig, layer_idx: int, qkv_bias: bool, qk_norm: bool
+        self,
+        cfg: PretrainedConfig,
+        layer_idx: int,
+        qkv_bias: bool,
+        qk_norm: bool,
+        tp: TensorParallel,
     ) -> None:
         super().__init__()
-        self.self_attn = LlamaAttention(cfg, layer_idx, qkv_bias, qk_norm)
-        self.mlp = LlamaMLP(cfg)
+        self.self_attn = LlamaAttention(cfg, layer_idx, qkv_bias, qk_norm, tp)
+        self.mlp = LlamaMLP(cfg, tp)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
@@ -78,11 +103,13 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, cfg: PretrainedConfig, qkv_bias: bool, qk_norm: bool) -> None:
+    def __init__(
+        self, cfg: PretrainedConfig, qkv_bias: bool, qk_norm: bool, tp: TensorParallel
+    ) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed_tokens = VocabParallelEmbedding(cfg.vocab_size, cfg.hidden_size, tp)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(cfg, i, qkv_bias, qk_norm) for i in range(cfg.num_hidden_layers)
+            LlamaDecoderLayer(cfg, i, qkv_bias, qk_norm, tp) for i in range(cfg.num_hidden_layers)
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = RotaryEmbedding(cfg, cfg.max_position_embeddings)
@@ -106,6 +133,7 @@ class LlamaForCausalLM(nn.Module):
 
     qkv_bias = False
     qk_norm = False
+    supports_tensor_parallel = True
     # HF parameter name piece -> (our fused parameter, shard index)
     stacked: ClassVar[dict[str, tuple[str, int]]] = {
         "q_proj": ("qkv_proj", 0),
@@ -115,18 +143,20 @@ class LlamaForCausalLM(nn.Module):
         "up_proj": ("gate_up_proj", 1),
     }
 
-    def __init__(self, cfg: PretrainedConfig) -> None:
+    def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         self.config = cfg
         qkv_bias = self.qkv_bias or getattr(cfg, "attention_bias", False)
-        self.model = LlamaModel(cfg, qkv_bias, self.qk_norm)
+        self.model = LlamaModel(cfg, qkv_bias, self.qk_norm, tp)
         self.tie_word_embeddings = bool(getattr(cfg, "tie_word_embeddings", False))
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = ParallelLMHead(cfg.hidden_size, cfg.vocab_size, tp)
         if self.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.num_kv_heads = cfg.num_key_value_heads
-        self.head_dim = head_dim
+        first = self.model.layers[0]
+        assert isinstance(first, LlamaDecoderLayer)
+        attn = first.self_attn
+        self.num_kv_heads = attn.num_kv_heads  # this rank's: its KV cache holds only these
+        self.head_dim = attn.head_dim
         self.num_layers = cfg.num_hidden_layers
 
     def forward(
@@ -140,10 +170,10 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
 
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+    def load_weights(self, weights: Iterable[tuple[str, Weight]]) -> None:
         params = dict(self.named_parameters())
         loaded: set[str] = set()
-        for name, tensor in weights:
+        for name, weight in weights:
             if "rotary_emb" in name:
                 continue
             if name == "lm_head.weight" and self.tie_word_embeddings:
@@ -151,26 +181,13 @@ class LlamaForCausalLM(nn.Module):
             for piece, (fused, shard) in self.stacked.items():
                 if f".{piece}." in name:
                     target = name.replace(piece, fused)
-                    self._load_shard(params[target], tensor, shard, piece)
+                    copy_weight(params, target, weight, shard)
                     loaded.add(target)
                     break
             else:
-                copy_weight(params, name, tensor)
+                copy_weight(params, name, weight)
                 loaded.add(name)
         check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
-
-    def _load_shard(
-        self, param: nn.Parameter, tensor: torch.Tensor, shard: int, piece: str
-    ) -> None:
-        cfg = self.config
-        if piece in ("gate_proj", "up_proj"):
-            sizes = [cfg.intermediate_size, cfg.intermediate_size]
-        else:
-            q = cfg.num_attention_heads * self.head_dim
-            kv = cfg.num_key_value_heads * self.head_dim
-            sizes = [q, kv, kv]
-        start = sum(sizes[:shard])
-        param.data[start : start + sizes[shard]].copy_(tensor)
 
 
 class MistralForCausalLM(LlamaForCausalLM):

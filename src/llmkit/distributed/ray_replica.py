@@ -1,0 +1,51 @@
+"""One engine replica as a Ray actor: an AsyncEngine whose outputs stream back to the group."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from llmkit.config import EngineConfig
+from llmkit.engine.async_engine import AsyncEngine
+from llmkit.engine.protocol import EngineOutput, ModelInfo, TokensPrompt
+from llmkit.engine.stats import EngineStats
+from llmkit.sampling_params import PoolingParams, SamplingParams
+
+
+class Replica:
+    """Made a Ray actor by ``ray.remote(Replica)``; async, so its streams share one loop."""
+
+    def __init__(self, config: EngineConfig):
+        self.engine = AsyncEngine(config)
+        self.engine.start()
+
+    def info(self) -> ModelInfo:
+        return self.engine.model_info
+
+    def stats(self) -> EngineStats:
+        return self.engine.stats()
+
+    async def run(
+        self,
+        prompt: TokensPrompt,
+        params: SamplingParams | PoolingParams,
+        request_id: str,
+        priority: int,
+    ) -> AsyncIterator[EngineOutput]:
+        """The request's outputs, as a Ray streaming generator."""
+        stream: Any
+        if isinstance(params, PoolingParams):
+            stream = self.engine.encode(prompt, params, request_id=request_id, priority=priority)
+        else:
+            stream = self.engine.generate(prompt, params, request_id=request_id, priority=priority)
+        try:
+            async for out in stream:
+                yield out
+        finally:
+            await stream.aclose()
+
+    async def abort(self, request_id: str) -> None:
+        await self.engine.abort(request_id)
+
+    async def shutdown(self) -> None:
+        await self.engine.shutdown()

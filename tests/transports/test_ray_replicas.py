@@ -1,0 +1,124 @@
+"""Two engine replicas on a local Ray cluster behind one `llmkit serve`: the OpenAI API as
+against one engine, shared prefixes routed to one replica, and a killed replica survived."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+from serve_helpers import metric
+from test_openai_api import (  # run here too, against the replicas
+    test_chat_stream_equals_non_stream,
+    test_completion_stream_equals_non_stream,
+    test_models_tokenize_detokenize_version,
+    test_multiple_prompts_get_consecutive_indices,
+    test_n3_with_seed_gives_three_indexed_choices,
+    test_stop_string_and_max_completion_tokens,
+    test_streamed_logprobs_match_non_streamed,
+    test_usage_counts_prompt_and_completion_tokens,
+)
+
+ray = pytest.importorskip("ray")
+
+__all__ = [
+    "test_chat_stream_equals_non_stream",
+    "test_completion_stream_equals_non_stream",
+    "test_models_tokenize_detokenize_version",
+    "test_multiple_prompts_get_consecutive_indices",
+    "test_n3_with_seed_gives_three_indexed_choices",
+    "test_stop_string_and_max_completion_tokens",
+    "test_streamed_logprobs_match_non_streamed",
+    "test_usage_counts_prompt_and_completion_tokens",
+]
+
+MODEL = "tiny"
+SHARED = "the quick brown fox jumps over the lazy dog " * 8
+
+
+@pytest.fixture(scope="module")
+def server(replicas_server):
+    return replicas_server
+
+
+def replicas() -> dict[str, object]:
+    """The server's replica actors, by name, from this process's side of the cluster."""
+    named = ray.util.list_named_actors(all_namespaces=True)
+    return {
+        a["name"]: ray.get_actor(a["name"], namespace=a["namespace"])
+        for a in named
+        if a["name"].startswith("llmkit-replica-")
+    }
+
+
+def prompt_tokens() -> dict[str, int]:
+    return {name: ray.get(actor.stats.remote()).prompt_tokens for name, actor in replicas().items()}
+
+
+def long_stream(client):
+    """A streamed completion that runs for seconds (32 choices of 240 tokens), once it has
+    sent its first chunk."""
+    stream = client.completions.create(
+        model=MODEL,
+        prompt="hello",
+        n=32,
+        max_tokens=240,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    next(iter(stream))
+    return stream
+
+
+def running_replica():
+    """The one replica that runs a request."""
+    running = [a for a in replicas().values() if ray.get(a.stats.remote()).num_running]
+    assert len(running) == 1
+    return running[0]
+
+
+def test_shared_prefixes_go_to_one_replica_and_others_spread(client):
+    before = prompt_tokens()
+    for i in range(4):
+        client.completions.create(model=MODEL, prompt=SHARED + f"question {i}", max_tokens=2)
+    grown = {name: n - before[name] for name, n in prompt_tokens().items()}
+    assert sorted(grown.values())[0] == 0 and sorted(grown.values())[1] > 0
+    (busy,) = [name for name, n in grown.items() if n]
+    assert ray.get(replicas()[busy].stats.remote()).prefix_cache_hit_rate > 0
+
+    before = prompt_tokens()
+    for word in ("red", "green", "blue", "yellow"):
+        client.completions.create(model=MODEL, prompt=word, max_tokens=2)
+    assert all(n > before[name] for name, n in prompt_tokens().items())
+
+
+def test_a_client_that_leaves_aborts_its_request_on_the_replica(client, server):
+    stream = long_stream(client)
+    running_replica()
+    stream.close()
+    deadline = time.monotonic() + 5
+    while sum(ray.get(a.stats.remote()).num_running for a in replicas().values()):
+        assert time.monotonic() < deadline, "the replica still runs the request"
+        time.sleep(0.05)
+    # The server's stats are the replicas' added up, as polled a moment later.
+    with server.http() as http:
+        while metric(http.get("/metrics").text, "llmkit:num_requests_running"):
+            assert time.monotonic() < deadline + 2, "/metrics still counts the request"
+            time.sleep(0.05)
+        total = metric(http.get("/metrics").text, "llmkit:prompt_tokens_total")
+    assert total == sum(ray.get(a.stats.remote()).prompt_tokens for a in replicas().values())
+
+
+def test_a_killed_replica_fails_its_request_and_the_other_serves(client, server):
+    stream = long_stream(client)
+    ray.kill(running_replica())
+    start = time.monotonic()
+    with pytest.raises(openai.APIError, match="died"):
+        for _ in stream:
+            pass
+    assert time.monotonic() - start < 5
+    for word in ("one", "two", "three"):
+        done = client.completions.create(model=MODEL, prompt=word, max_tokens=4)
+        assert done.usage.completion_tokens == 4
+    assert httpx.get(server.url + "/health").status_code == 200
