@@ -168,7 +168,8 @@ def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
         )
     import anyio
 
-    from llmkit.transports.unix_client import EngineClient, fetch_model_info
+    from llmkit.transports.unix_client import EngineClient
+    from llmkit.transports.unix_connect import fetch_model_info
 
     try:
         info = anyio.run(fetch_model_info, args.engine_socket)

@@ -4,37 +4,30 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 import torch
 
 from llmkit.config import EngineConfig
 from llmkit.engine.admission import AdmissionQueue
 from llmkit.engine.kv_cache import BlockAllocator
+from llmkit.engine.lora_store import LoRAStore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.resolve import resolve
 from llmkit.engine.scheduler import Scheduler, SchedulerOutput
+from llmkit.engine.seq_state import SeqState
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.step_rows import plan_rows
 from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import LLMKitError
+from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
 from llmkit.model.runner import ModelRunner, SeqInput
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
 from llmkit.outputs import Logprob, PositionLogprobs
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class _Seq:
-    """What the core keeps for one sequence besides the scheduler's Request."""
-
-    state: RequestState  # the user request it belongs to
-    generator: torch.Generator | None = None  # seeded sampling
-    pooler: PoolingAccumulator | None = None  # pooling requests
 
 
 class EngineCore:
@@ -57,10 +50,12 @@ class EngineCore:
             model.max_num_batched_tokens,
             config.enable_chunked_prefill,
             encoder_only=model.info.is_encoder,
+            max_loras=config.max_loras if config.enable_lora else 0,
         )
+        self.loras = LoRAStore(self.runner.lora.layout if self.runner.lora else None)
         self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
-        self._seqs: dict[Request, _Seq] = {}
+        self._seqs: dict[Request, SeqState] = {}
         self._steps = 0
         self._generated_tokens = 0
         self._prompt_tokens = 0
@@ -70,15 +65,18 @@ class EngineCore:
 
     # ---- requests in and out -------------------------------------------------------
 
-    def add(self, state: RequestState, requests: list[Request]) -> None:
-        """Queue a request whose place the caller reserved with ``queue.reserve``."""
+    def add(
+        self, state: RequestState, requests: list[Request], lora: LoRAAdapter | None = None
+    ) -> None:
+        """Queue a request whose place the caller reserved with ``queue.reserve``; ``lora``
+        is the adapter its requests name (``loras.get``)."""
         if state.request_id in self._requests:
             self.queue.release(len(state.prompt_token_ids), None)
             raise ValueError(f"request id {state.request_id!r} is already running")
         self._requests[state.request_id] = requests
         self.queue.enter(state.request_id, requests[0].arrival_time, len(state.prompt_token_ids))
         for req in requests:
-            seq = self._seqs[req] = _Seq(state)
+            seq = self._seqs[req] = SeqState(state, lora=lora)
             params = req.sampling_params
             if params is not None and params.seed is not None:
                 seq.generator = torch.Generator(device=self.runner.device)
@@ -148,10 +146,8 @@ class EngineCore:
     def _execute(self, sched: SchedulerOutput) -> list[RequestState]:
         seqs = []
         for req, n in zip(sched.requests, sched.num_new_tokens):
-            start = req.num_computed_tokens
-            seqs.append(
-                SeqInput(req.tokens(start, start + n), start, self.allocator.block_ids(req))
-            )
+            start, blocks = req.num_computed_tokens, self.allocator.block_ids(req)
+            seqs.append(SeqInput(req.tokens(start, start + n), start, blocks, self._seqs[req].lora))
         hidden = self.runner.execute(seqs)
         plan = plan_rows(sched, self._reported_prompt_logprobs)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None

@@ -12,6 +12,8 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.loader import load_model
+from llmkit.model.lora import LoRAModel
+from llmkit.model.lora_adapter import LoRAAdapter
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -26,6 +28,7 @@ class SeqInput:
     token_ids: list[int]
     start: int
     block_ids: list[int]
+    lora: LoRAAdapter | None = None
 
 
 def resolve_device(config: EngineConfig) -> torch.device:
@@ -59,6 +62,11 @@ class ModelRunner:
         self.dtype = resolve_dtype(config, hf_config, self.device)
         self.block_size = config.block_size
         self.model = load_model(model_path, hf_config, self.dtype, self.device)
+        self.lora = (
+            LoRAModel(self.model, config.max_loras, config.max_lora_rank)
+            if config.enable_lora
+            else None
+        )
         backend = config.attention_backend
         if backend == "auto":
             backend = "triton" if self.device.type == "cuda" else "torch"
@@ -146,6 +154,8 @@ class ModelRunner:
             seq_lens_host=seq_lens,
         )
         self.backend.prepare(meta, self.block_size, self.dtype)
+        if self.lora is not None:
+            self.lora.prepare([s.lora for s in seqs], [len(s.token_ids) for s in seqs])
         ctx = ForwardContext(
             positions=torch.tensor(positions, dtype=torch.int64, device=dev),
             meta=meta,
