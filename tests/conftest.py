@@ -108,3 +108,9 @@ def lora_factory(model_factory, tmp_path_factory):
         return built[name, spec]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def make_lora():
+    """``build_lora`` itself, for adapters a test shapes on its own."""
+    return build_lora
