@@ -25,6 +25,7 @@ class LoRALinear(nn.Module):
     output. All slots' A are one ``[in, slices * slots * rank]`` matrix: ``x @ A`` gives every
     token every slot's rank-space vector, the mask keeps the token's own slot's, and each
     slice's B (``[slots * rank, out]``) maps that back. Ranks below ``rank`` are zero-padded.
+    The work grows with the number of slots, not of requests or adapters in the step.
     """
 
     def __init__(
@@ -63,7 +64,9 @@ class LoRALinear(nn.Module):
             return out
         t, slots, r = x.shape[0], self.num_slots, self.rank
         xa = (x @ self.lora_a).view(t, len(self.slices), slots, r) * mask[:, None, :, None]
-        if len(self.slices) == 1:
-            return out.addmm_(xa.view(t, slots * r), self.lora_b[0])
-        deltas = [xa[:, s].reshape(t, slots * r) @ b for s, b in enumerate(self.lora_b)]
-        return out.add_(torch.cat(deltas, dim=-1))
+        # Each slice adds to its own columns in place: no per-slice outputs to concatenate.
+        start = 0
+        for s, (size, b) in enumerate(zip(self.slices, self.lora_b)):
+            out[:, start : start + size].addmm_(xa[:, s].reshape(t, slots * r), b)
+            start += size
+        return out
