@@ -94,3 +94,10 @@ def _running(command: list[str], address: tuple[int, object]) -> Iterator[None]:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_lora_adapters_answer_side_by_side(tiny_model, lora_factory):
+    adapters = [f"{name}={lora_factory(name)}" for name in ("attn-r4", "all-r16")]
+    lines = _run("lora_adapters.py", tiny_model, *adapters).splitlines()
+    assert [line.split(":")[0] for line in lines] == ["base", "attn-r4", "all-r16"]
+    assert len({line.split("->")[1] for line in lines}) == 3  # each adapter changes the text
