@@ -325,7 +325,11 @@ class _Connection:
         try:
             if isinstance(params, SamplingParams):
                 stream = engine.generate(
-                    message.prompt, params, request_id=engine_id, priority=message.priority
+                    message.prompt,
+                    params,
+                    request_id=engine_id,
+                    priority=message.priority,
+                    lora_request=message.lora,
                 )
             else:
                 stream = engine.encode(

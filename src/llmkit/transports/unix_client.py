@@ -57,7 +57,7 @@ from llmkit.transports.framing import (
     pack,
 )
 from llmkit.transports.output_assembly import OutputAssembler, wire_params
-from llmkit.transports.unix_connect import handshake, no_lora, shutdown_socket
+from llmkit.transports.unix_connect import handshake, shutdown_socket
 
 logger = logging.getLogger(__name__)
 
@@ -274,10 +274,8 @@ class EngineClient:
         lora_request: LoRARequest | None = None,
     ) -> ClientStream[RequestOutput]:
         """Start a request; invalid input raises ``ValueError`` here, before anything is sent."""
-        no_lora(lora_request)
-        return self._start(
-            "generate", prompt, sampling_params or SamplingParams(), request_id, priority
-        )
+        params = sampling_params or SamplingParams()
+        return self._start("generate", prompt, params, request_id, priority, lora_request)
 
     def encode(
         self,
@@ -316,12 +314,21 @@ class EngineClient:
             continue_final_message,
             tools,
         )
-        no_lora(lora_request)
-        return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
+        return self.generate(
+            prompt,
+            sampling_params,
+            request_id=request_id,
+            priority=priority,
+            lora_request=lora_request,
+        )
 
     async def add_lora(self, lora_request: LoRARequest) -> None:
-        """Refused (ValueError): adapters load in the engine's process."""
-        no_lora(lora_request)
+        """Refused (ValueError): the socket carries an adapter with each request, where the
+        engine reads it at its first use, but has no command to load or remove one ahead."""
+        raise ValueError(
+            f"cannot load adapter {lora_request.name!r} ahead over the unix socket; pass it as "
+            "lora_request with each request instead"
+        )
 
     async def remove_lora(self, lora_id: int) -> bool:
         """False: this client never adds an adapter."""
@@ -340,6 +347,7 @@ class EngineClient:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
+        lora: LoRARequest | None = None,
     ) -> ClientStream[Any]:
         if self._dead is not None:
             raise EngineDeadError(f"the engine is not reachable: {self._dead}")
@@ -352,7 +360,7 @@ class EngineClient:
         if request_id in self._wire_ids:
             raise ValueError(f"request id {request_id!r} is already in use")
         wire_id = format(next(self._numbers), "x")
-        frame = pack(submit_request(kind, wire_id, tokens, wire_params(params), priority))
+        frame = pack(submit_request(kind, wire_id, tokens, wire_params(params), priority, lora))
         if frame_size(frame) > self._server_max_frame_bytes:
             raise ValueError(
                 f"the request is {frame_size(frame)} bytes long encoded, more than the engine "

@@ -11,7 +11,6 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 
 from llmkit.engine.protocol import ModelInfo
-from llmkit.lora_request import LoRARequest
 from llmkit.protocol.stream import PROTOCOL_VERSION, hello_request
 from llmkit.protocol.stream_data import Message, model_info_from_wire
 from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader, pack
@@ -59,12 +58,3 @@ def shutdown_socket(stream: SocketStream) -> None:
     """Both directions of ``stream`` end: a pending read sees EOF, a pending write an error."""
     with contextlib.suppress(OSError):
         stream.extra(SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)
-
-
-def no_lora(lora_request: LoRARequest | None) -> None:
-    """LoRA adapters load in the engine's process, which the socket has no command for yet."""
-    if lora_request is not None:
-        raise ValueError(
-            f"lora_request names adapter {lora_request.name!r}, but LoRA adapters are served "
-            "by an in-process engine only; the unix-socket EngineClient does not carry them"
-        )
