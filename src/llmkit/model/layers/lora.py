@@ -18,7 +18,7 @@ class LoRABatch:
 
 
 class LoRALinear(nn.Module):
-    """``base(x)`` plus ``scale * B_s A_s x`` for each token's slot ``s``, in two matmuls.
+    """``base(x)`` plus ``scale * B_s A_s x`` for each token's slot ``s``, for the whole batch.
 
     A fused projection (qkv_proj, gate_up_proj) has one slice per HF module (q/k/v,
     gate/up); each slice has its own A and B in every slot, and adds to its columns of the
