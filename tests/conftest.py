@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -66,3 +68,56 @@ def fail_next_step(monkeypatch):
         monkeypatch.setattr(runner, "execute", fail_once)
 
     return arm
+
+
+def build_lora(
+    base: str, out: Path, rank: int, targets: list[str] | str, seed: int, **config: Any
+) -> str:
+    """A PEFT LoRA adapter for ``base`` with random lora_B (PEFT starts it at zero, which
+    would leave the model unchanged), saved as PEFT saves one."""
+    import peft
+    import transformers
+
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    lora = peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets, **config)
+    adapted = peft.get_peft_model(model, lora)
+    with torch.no_grad():
+        for name, param in adapted.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.1)
+    adapted.save_pretrained(out)
+    return str(out)
+
+
+# name -> (rank, target modules, extra LoraConfig fields)
+LORAS: dict[str, tuple[int, list[str] | str, dict[str, Any]]] = {
+    "attn-r4": (4, ["q_proj", "k_proj", "v_proj", "o_proj"], {}),
+    "all-r16": (16, "all-linear", {}),
+    # Parts of the fused projections only (q and v, up), with rsLoRA's alpha / sqrt(r).
+    "some-r8": (8, ["q_proj", "v_proj", "up_proj", "down_proj"], {"use_rslora": True}),
+}
+
+
+@pytest.fixture(scope="session")
+def lora_factory(model_factory, tmp_path_factory):
+    """Builds (once) and returns the folder of adapter ``name`` (see LORAS) for a model spec."""
+    root = tmp_path_factory.mktemp("loras")
+    built: dict[tuple[str, str], str] = {}
+
+    def make(name: str, spec: str = "llama") -> str:
+        if (name, spec) not in built:
+            rank, targets, extra = LORAS[name]
+            out = root / f"{spec}-{name}"
+            built[name, spec] = build_lora(
+                model_factory(spec), out, rank, targets, len(built), **extra
+            )
+        return built[name, spec]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def make_lora():
+    """``build_lora`` itself, for adapters a test shapes on its own."""
+    return build_lora

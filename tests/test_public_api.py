@@ -19,6 +19,7 @@ EXPECTED = {
     "LLM",
     "LLMKitError",
     "Logprob",
+    "LoRARequest",
     "ModelInfo",
     "PoolingParams",
     "RequestFailedError",
@@ -43,6 +44,7 @@ def test_public_types_and_the_scheduler_do_not_import_torch():
     code = (
         "import sys, llmkit, llmkit.engine.scheduler, llmkit.engine.kv_cache, llmkit.engine.stop\n"
         "from llmkit import EngineStats, SamplingParams, EngineConfig, ModelInfo, EngineProtocol\n"
+        "from llmkit import LoRARequest\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -24,6 +24,7 @@ _EXPORTS = {
     "EngineDeadError": "llmkit.errors",
     "EngineOverloadedError": "llmkit.errors",
     "LLMKitError": "llmkit.errors",
+    "LoRARequest": "llmkit.lora_request",
     "RequestFailedError": "llmkit.errors",
     "CompletionOutput": "llmkit.outputs",
     "EmbeddingOutput": "llmkit.outputs",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
         LLMKitError,
         RequestFailedError,
     )
+    from llmkit.lora_request import LoRARequest
     from llmkit.outputs import (
         CompletionOutput,
         EmbeddingOutput,

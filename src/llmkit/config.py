@@ -129,6 +129,21 @@ class EngineConfig:
             "this many tokens (default: no limit)"
         },
     )
+    enable_lora: bool = field(
+        default=False,
+        metadata={"help": "serve LoRA adapters (PEFT folders) on top of the model, per request"},
+    )
+    max_loras: int = field(
+        default=1,
+        metadata={
+            "help": "the most LoRA adapters in one step (resident at once; the least recently "
+            "used one is evicted for another)"
+        },
+    )
+    max_lora_rank: int = field(
+        default=16,
+        metadata={"help": "the highest LoRA rank an adapter may have"},
+    )
     max_queue_wait_s: float | None = field(
         default=None,
         metadata={
@@ -172,6 +187,11 @@ class EngineConfig:
             _at_least("max_queued_requests", self.max_queued_requests, 1)
         if self.max_queued_tokens is not None:
             _at_least("max_queued_tokens", self.max_queued_tokens, 1)
+        _at_least("max_loras", self.max_loras, 1)
+        _at_least("max_lora_rank", self.max_lora_rank, 1)
+        if self.enable_lora and self.tensor_parallel_size > 1:
+            # The LoRA slices are sized from the whole projection, not a rank's shard of it.
+            raise ValueError("enable_lora does not work with tensor_parallel_size > 1 yet")
         if self.max_queue_wait_s is not None and not self.max_queue_wait_s > 0:
             raise ValueError(f"max_queue_wait_s must be > 0, got {self.max_queue_wait_s}")
         if not self.cpu_kv_cache_gib > 0:

@@ -45,6 +45,8 @@ CASES = {
     "--rate-limit-burst": ["--rate-limit-burst", "5"],
     "--sse-keepalive-s": ["--sse-keepalive-s", "-1"],
     "--data-parallel-size": ["--data-parallel-size", "0"],
+    "--lora-modules": ["--lora-modules", "a=/some/adapter"],  # without --enable-lora
+    "--enable-lora-runtime-updates": ["--enable-lora-runtime-updates"],
 }
 MORE = [
     ("--ssl-keyfile", ["--ssl-certfile", "{garbage}"]),
@@ -54,6 +56,9 @@ MORE = [
     ("--log-config-file", ["--log-config-file", "/no/such/log.json"]),
     ("--log-config-file", ["--log-config-file", "{bad_config}"]),
     ("--rate-limit-burst", ["--rate-limit-rps", "2", "--rate-limit-burst", "0"]),
+    ("--lora-modules", ["--enable-lora", "--lora-modules", "no-path"]),
+    ("--lora-modules", ["--enable-lora", "--lora-modules", '{{"name": "a"}}']),
+    ("--lora-modules", ["--enable-lora", "--lora-modules", "a=/x", "a=/y"]),
 ]
 
 

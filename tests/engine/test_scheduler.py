@@ -99,3 +99,20 @@ def test_request_status_machine_rejects_illegal_moves():
     assert r.finish_reason == "stop"
     with pytest.raises(RuntimeError):
         r.set_status(RequestStatus.RUNNING)
+
+
+def test_a_step_holds_at_most_max_loras_adapters():
+    alloc = BlockAllocator(64, 4, enable_prefix_caching=False)
+    sched = Scheduler(alloc, 8, 32, max_loras=2)
+    for rid, lora in [("a1", 1), ("b", 2), ("c", 3), ("base", 0), ("a2", 1)]:
+        sched.add(Request(rid, [1, 2, 3], lora_id=lora))
+    out = sched.schedule()
+    # c's adapter would be a third: it waits, and those behind it still run.
+    assert [r.request_id for r in out.requests] == ["a1", "b", "base", "a2"]
+    assert sched.num_waiting == 1
+    for req in list(sched.running):
+        if req.lora_id == 2:
+            sched.finish(req, RequestStatus.FINISHED_STOPPED)
+    _run_step(sched, out)
+    out = sched.schedule()
+    assert {r.request_id for r in out.requests} == {"a1", "base", "a2", "c"}

@@ -102,3 +102,10 @@ def test_image_chat_answers_prompts_with_and_without_images(llava_model):
     # Each image adds its 36 placeholder tokens to the prompt.
     lengths = [int(line.split(", ")[1].split()[0]) for line in lines]
     assert lengths[0] > 36 and lengths[1] > 72 and lengths[2] < 36
+
+
+def test_lora_adapters_answer_side_by_side(tiny_model, lora_factory):
+    adapters = [f"{name}={lora_factory(name)}" for name in ("attn-r4", "all-r16")]
+    lines = _run("lora_adapters.py", tiny_model, *adapters).splitlines()
+    assert [line.split(":")[0] for line in lines] == ["base", "attn-r4", "all-r16"]
+    assert len({line.split("->")[1] for line in lines}) == 3  # each adapter changes the text

@@ -17,6 +17,7 @@ from llmkit.cli.serve_setup import (
     apply_log_config,
     chat_template,
     load_middleware,
+    lora_modules,
     rate_limits,
     serving_options,
     tls_settings,
@@ -25,6 +26,7 @@ from llmkit.cli.serve_setup import (
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
+    from llmkit.lora_request import LoRARequest
     from llmkit.serving.context import ServingContext
     from llmkit.transports.http_middleware import ServerLoad
 
@@ -104,9 +106,11 @@ def serve_command(args: argparse.Namespace) -> int:
     websocket, ws_settings = websocket_settings(args)
     template = chat_template(args.chat_template)
     limits = rate_limits(args)
+    loras = lora_modules(args)
     if args.sse_keepalive_s < 0:
         raise SystemExit("llmkit: error: --sse-keepalive-s: must be >= 0")
     engine, name = _served_engine(args)
+    _check_loras(engine, loras, args.served_model_name or [name])
     app = create_app(
         engine,
         served_model_name=args.served_model_name or [name],
@@ -128,6 +132,8 @@ def serve_command(args: argparse.Namespace) -> int:
         ui=not args.no_ui,
         rate_limits=limits,
         sse_keepalive_s=args.sse_keepalive_s or None,
+        lora_modules=loras,
+        enable_lora_runtime_updates=args.enable_lora_runtime_updates,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = args.uvicorn_log_level or args.log_level
@@ -181,7 +187,8 @@ def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
         )
     import anyio
 
-    from llmkit.transports.unix_client import EngineClient, fetch_model_info
+    from llmkit.transports.unix_client import EngineClient
+    from llmkit.transports.unix_connect import fetch_model_info
 
     try:
         info = anyio.run(fetch_model_info, args.engine_socket)
@@ -190,6 +197,19 @@ def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
             f"llmkit serve: error: cannot reach the engine at {args.engine_socket}: {exc}"
         ) from None
     return EngineClient(args.engine_socket), info.name
+
+
+def _check_loras(engine: EngineProtocol, loras: list[LoRARequest], names: list[str]) -> None:
+    """Each adapter read and checked against the loaded model, before the port opens."""
+    import anyio
+
+    for lora in loras:
+        if lora.name in names:
+            raise SystemExit(f"llmkit: error: --lora-modules: {lora.name!r} is the model's name")
+        try:
+            anyio.run(engine.add_lora, lora)
+        except ValueError as exc:
+            raise SystemExit(f"llmkit: error: --lora-modules: {exc}") from None
 
 
 def _split(values: list[str] | None) -> list[str] | None:

@@ -133,6 +133,21 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="the Ray cluster the replicas run on (its GCS address, or 'auto'); default: a "
         "local cluster started for the server",
     )
+    lora = parser.add_argument_group("LoRA adapters (with --enable-lora)")
+    lora.add_argument(
+        "--lora-modules",
+        nargs="+",
+        default=[],
+        metavar="NAME=PATH",
+        help="LoRA adapters (PEFT folders) that clients pick by name in `model`: NAME=PATH, or "
+        'vLLM\'s JSON {"name": ..., "path": ...}; each is checked before serving',
+    )
+    lora.add_argument(
+        "--enable-lora-runtime-updates",
+        action="store_true",
+        help="add POST /v1/load_lora_adapter and /v1/unload_lora_adapter "
+        '({"lora_name", "lora_path"}), which vLLM turns on with VLLM_ALLOW_RUNTIME_LORA_UPDATING',
+    )
     logs = parser.add_argument_group("logging")
     logs.add_argument(
         "--log-config-file",

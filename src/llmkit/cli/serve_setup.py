@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from llmkit.chat.resolve import resolve_chat_template
 from llmkit.errors import PluginError
+from llmkit.lora_request import LoRARequest
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.serving.options import ServingOptions
 from llmkit.transports.http_limits import RateLimits
@@ -196,3 +197,33 @@ def rate_limits(args: argparse.Namespace) -> RateLimits | None:
             _fail(flag, f"must be > 0, got {value}")
     limits = RateLimits(args.rate_limit_concurrency, args.rate_limit_rps, args.rate_limit_burst)
     return limits if limits.enabled else None
+
+
+def lora_modules(args: argparse.Namespace) -> list[LoRARequest]:
+    """``--lora-modules`` as LoRARequests (ids 1, 2, ...); the LoRA flags need --enable-lora."""
+    for flag, given in (
+        ("--lora-modules", bool(args.lora_modules)),
+        ("--enable-lora-runtime-updates", args.enable_lora_runtime_updates),
+    ):
+        if given and args.engine_socket:
+            _fail(flag, "LoRA adapters need the engine in this process, not --engine-socket")
+        if given and not getattr(args, "enable_lora", False):
+            _fail(flag, "needs --enable-lora")
+    loras: dict[str, LoRARequest] = {}
+    for value in args.lora_modules:
+        if value.lstrip().startswith("{"):
+            try:
+                spec = json.loads(value)
+            except json.JSONDecodeError as exc:
+                _fail("--lora-modules", f"{value!r} is not JSON: {exc}")
+            name, path = (
+                spec.get(key) if isinstance(spec, dict) else None for key in ("name", "path")
+            )
+        else:
+            name, _, path = value.partition("=")
+        if not isinstance(name, str) or not isinstance(path, str) or not name or not path:
+            _fail("--lora-modules", f'{value!r} is not NAME=PATH or {{"name": ..., "path": ...}}')
+        if name in loras:
+            _fail("--lora-modules", f"the name {name!r} is given twice")
+        loras[name] = LoRARequest(name, len(loras) + 1, path)
+    return list(loras.values())

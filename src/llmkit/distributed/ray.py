@@ -29,6 +29,7 @@ from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPr
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError
+from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
@@ -175,8 +176,10 @@ class ReplicaGroup:
         *,
         request_id: str | None = None,
         priority: int = 0,
+        lora_request: LoRARequest | None = None,
     ) -> ReplicaStream[RequestOutput]:
-        return self._start(prompt, sampling_params or SamplingParams(), request_id, priority)
+        params = sampling_params or SamplingParams()
+        return self._start(prompt, params, request_id, priority, lora_request)
 
     def encode(
         self,
@@ -200,6 +203,7 @@ class ReplicaGroup:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> ReplicaStream[RequestOutput]:
         self.check_admission()
         prompt = self.render_chat(
@@ -210,12 +214,28 @@ class ReplicaGroup:
             continue_final_message,
             tools,
         )
-        return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
+        return self.generate(
+            prompt,
+            sampling_params,
+            request_id=request_id,
+            priority=priority,
+            lora_request=lora_request,
+        )
 
     async def abort(self, request_id: str) -> None:
         stream = self._streams.get(request_id)
         if stream is not None:
             stream.close()
+
+    async def add_lora(self, lora_request: LoRARequest) -> None:
+        """Load the adapter on every live replica (ValueError if it cannot serve)."""
+        await asyncio.gather(*(self.actors[i].add_lora.remote(lora_request) for i in self._alive))
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        removed = await asyncio.gather(
+            *(self.actors[i].remove_lora.remote(lora_id) for i in self._alive)
+        )
+        return any(removed)
 
     def _start(
         self,
@@ -223,6 +243,7 @@ class ReplicaGroup:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
+        lora_request: LoRARequest | None = None,
     ) -> ReplicaStream[Any]:
         if not self._alive:
             raise EngineDeadError("every replica of the group has stopped")
@@ -231,7 +252,7 @@ class ReplicaGroup:
         request_id = request_id or new_request_id()
         if request_id in self._streams:
             raise ValueError(f"request id {request_id!r} is already in use")
-        submission = Submission(request_id, tokens, params, priority)
+        submission = Submission(request_id, tokens, params, priority, lora_request)
         stream: ReplicaStream[Any] = ReplicaStream(
             submission, self._dispatch, self._lost, self._done
         )
@@ -242,14 +263,16 @@ class ReplicaGroup:
         if not self._alive:
             raise EngineDeadError("every replica of the group has stopped")
         loads = {i: self._in_flight[i] for i in self._alive}
-        replica = self._router.choose(s.prompt["prompt_token_ids"], loads)
+        # Another adapter's KV is never shared, so the adapter is part of the prefix.
+        lora = s.lora_request.id if s.lora_request else 0
+        replica = self._router.choose(s.prompt["prompt_token_ids"], loads, lora)
         self._in_flight[replica] += 1
         actor = self.actors[replica]
         # With few outputs in flight the replica waits for a slow reader, and its engine
         # coalesces the deltas meanwhile: fewer, larger Ray objects, as over a socket.
         gen = actor.run.options(
             num_returns="streaming", _generator_backpressure_num_objects=_OUTPUTS_IN_FLIGHT
-        ).remote(s.prompt, s.params, s.request_id, s.priority)
+        ).remote(s.prompt, s.params, s.request_id, s.priority, s.lora_request)
         return replica, actor, gen
 
     def _lost(self, replica: int) -> bool:

@@ -9,6 +9,7 @@ from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
 from llmkit.engine.protocol import EngineOutput, ModelInfo, TokensPrompt
 from llmkit.engine.stats import EngineStats
+from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 
@@ -31,18 +32,27 @@ class Replica:
         params: SamplingParams | PoolingParams,
         request_id: str,
         priority: int,
+        lora_request: LoRARequest | None = None,
     ) -> AsyncIterator[EngineOutput]:
         """The request's outputs, as a Ray streaming generator."""
         stream: Any
         if isinstance(params, PoolingParams):
             stream = self.engine.encode(prompt, params, request_id=request_id, priority=priority)
         else:
-            stream = self.engine.generate(prompt, params, request_id=request_id, priority=priority)
+            stream = self.engine.generate(
+                prompt, params, request_id=request_id, priority=priority, lora_request=lora_request
+            )
         try:
             async for out in stream:
                 yield out
         finally:
             await stream.aclose()
+
+    async def add_lora(self, lora_request: LoRARequest) -> None:
+        await self.engine.add_lora(lora_request)
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        return await self.engine.remove_lora(lora_id)
 
     async def abort(self, request_id: str) -> None:
         await self.engine.abort(request_id)

@@ -11,6 +11,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from llmkit.engine.protocol import EngineOutput, TokensPrompt
 from llmkit.errors import EngineDeadError, LLMKitError
+from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 T = TypeVar("T", bound=EngineOutput)
@@ -24,6 +25,7 @@ class Submission:
     prompt: TokensPrompt
     params: SamplingParams | PoolingParams
     priority: int
+    lora_request: LoRARequest | None = None
 
 
 class ReplicaStream(Generic[T]):

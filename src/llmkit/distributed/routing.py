@@ -19,12 +19,13 @@ class Router:
         self.slack = slack  # how many more requests the preferred replica may have
         self._turn = 0
 
-    def choose(self, token_ids: Sequence[int], loads: dict[int, int]) -> int:
-        """A replica of ``loads`` (alive replica -> requests in flight on it)."""
+    def choose(self, token_ids: Sequence[int], loads: dict[int, int], salt: int = 0) -> int:
+        """A replica of ``loads`` (alive replica -> requests in flight on it); ``salt``
+        keys the prefix with what else decides whether KV is shared (the LoRA adapter)."""
         alive = sorted(loads)
         least = min(loads.values())
         if self.prefix_tokens and len(token_ids) >= self.prefix_tokens:
-            preferred = alive[hash(tuple(token_ids[: self.prefix_tokens])) % len(alive)]
+            preferred = alive[hash((salt, *token_ids[: self.prefix_tokens])) % len(alive)]
             if loads[preferred] <= least + self.slack:
                 return preferred
         # Ties go round: requests that arrive one at a time still spread.

@@ -8,15 +8,14 @@ request's state.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from llmkit.config import EngineConfig
+from llmkit.engine.commands import CommandQueue
 from llmkit.engine.core import EngineCore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
@@ -30,13 +29,11 @@ from llmkit.engine.request_stream import RequestStream
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError
+from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
-
-# A command runs on the core thread; what it returns is ignored.
-_Command = Callable[[EngineCore], object]
 
 
 class AsyncEngine:
@@ -60,8 +57,7 @@ class AsyncEngine:
         self.config = config
         self._core = EngineCore(config)
         self._processor = InputProcessor(self._core.model_info, self._core.tokenizer)
-        self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
-        self._wakeup = threading.Event()
+        self._commands = CommandQueue()
         # Weak: the reader's reference is what keeps a stream alive, so dropping it
         # (breaking out of ``async for``) finalises the stream and aborts the request.
         self._streams: weakref.WeakValueDictionary[str, RequestStream[Any]] = (
@@ -96,7 +92,7 @@ class AsyncEngine:
         if thread is None or not thread.is_alive():
             return
         self._stopping = True
-        self._submit(lambda core: None)
+        self._commands.submit(lambda core: None)
         await anyio.to_thread.run_sync(thread.join)
 
     def is_healthy(self) -> bool:
@@ -150,12 +146,13 @@ class AsyncEngine:
         *,
         request_id: str | None = None,
         priority: int = 0,
+        lora_request: LoRARequest | None = None,
     ) -> RequestStream[RequestOutput]:
-        """Start a request; iterate the result with ``async for``.
-
-        Invalid input raises ``ValueError`` here, before anything is queued.
+        """Start a request (with a LoRA adapter if ``lora_request`` names one); iterate the
+        result with ``async for``. Invalid input raises ``ValueError`` before anything is queued.
         """
-        return self._add(prompt, sampling_params or SamplingParams(), request_id, priority)
+        params = sampling_params or SamplingParams()
+        return self._add(prompt, params, request_id, priority, lora_request)
 
     def encode(
         self,
@@ -180,6 +177,7 @@ class AsyncEngine:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> RequestStream[RequestOutput]:
         """Like :meth:`generate`, on a conversation rendered through the chat template."""
         self.check_admission()
@@ -191,11 +189,25 @@ class AsyncEngine:
             continue_final_message,
             tools,
         )
-        return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
+        return self.generate(
+            prompt,
+            sampling_params,
+            request_id=request_id,
+            priority=priority,
+            lora_request=lora_request,
+        )
 
     async def abort(self, request_id: str) -> None:
         """Abort a request; its reader gets a final output with finish reason "abort"."""
-        self._submit(lambda core: self._notify(core.abort(request_id)))
+        self._commands.submit(lambda core: self._notify(core.abort(request_id)))
+
+    async def add_lora(self, lora_request: LoRARequest) -> None:
+        """Read and check an adapter before its first request; ValueError if it cannot serve."""
+        await anyio.to_thread.run_sync(self._core.loras.get, lora_request)
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        """Forget an adapter; requests already running with it finish with it."""
+        return self._core.loras.remove(lora_id)
 
     def _add(
         self,
@@ -203,6 +215,7 @@ class AsyncEngine:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
+        lora: LoRARequest | None = None,
     ) -> RequestStream[Any]:
         """Check, admit and queue a request; its stream's output type follows ``params``.
 
@@ -215,14 +228,15 @@ class AsyncEngine:
                 "the engine is not started: use `async with engine` or start()"
             )
         self.check_admission()  # before tokenizing: a refusal costs almost nothing
-        state, requests = self._processor.process(prompt, params, request_id, priority)
+        state, requests = self._processor.process(prompt, params, request_id, priority, lora)
+        adapter = None if lora is None else self._core.loras.get(lora)
         stream: RequestStream[Any] = RequestStream(state, lambda: self._dead, self._release)
         with self._lock:
             if state.request_id in self._streams:
                 raise ValueError(f"request id {state.request_id!r} is already in use")
             self._core.queue.reserve(len(state.prompt_token_ids))
             self._streams[state.request_id] = stream
-        self._submit(lambda core: core.add(state, requests))
+        self._commands.submit(lambda core: core.add(state, requests, adapter))
         return stream
 
     def _release(self, state: RequestState) -> None:
@@ -230,19 +244,15 @@ class AsyncEngine:
         with self._lock:
             self._streams.pop(state.request_id, None)
         if not state.finished:
-            self._submit(lambda core: core.abort(state.request_id))
+            self._commands.submit(lambda core: core.abort(state.request_id))
 
     # ---- the core thread -------------------------------------------------------------
-
-    def _submit(self, command: _Command) -> None:
-        self._commands.put(command)
-        self._wakeup.set()
 
     def _run(self) -> None:
         core = self._core
         try:
             while True:
-                if self._run_commands(core):
+                if self._commands.run_all(core):
                     # New and aborted requests show in stats() now, not after the next step.
                     self._stats = core.stats()
                 if self._stopping:
@@ -251,8 +261,7 @@ class AsyncEngine:
                     break
                 if not core.has_work():
                     self._stats = core.stats()
-                    self._wakeup.wait()
-                    self._wakeup.clear()
+                    self._commands.wait()
                     continue
                 for state in core.step():
                     self._notify(state)
@@ -269,20 +278,6 @@ class AsyncEngine:
                 streams = list(self._streams.values())
             for stream in streams:
                 stream._wake_from_core()
-
-    def _run_commands(self, core: EngineCore) -> bool:
-        """Run every queued command; returns whether there were any."""
-        ran = False
-        while True:
-            try:
-                command = self._commands.get_nowait()
-            except queue.Empty:
-                return ran
-            ran = True
-            try:
-                command(core)
-            except Exception:
-                logger.exception("engine command failed")
 
     def _notify(self, state: RequestState | None) -> None:
         if state is None:

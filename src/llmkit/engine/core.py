@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -13,29 +12,23 @@ from llmkit.distributed.runner import create_runner
 from llmkit.engine.admission import AdmissionQueue
 from llmkit.engine.encoder_cache import EncoderCache
 from llmkit.engine.kv_cache import BlockAllocator
+from llmkit.engine.lora_store import LoRAStore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.resolve import resolve
 from llmkit.engine.scheduler import Scheduler, SchedulerOutput
+from llmkit.engine.seq_state import SeqState
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.step_rows import plan_rows
 from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
+from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
 from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
 from llmkit.outputs import Logprob, PositionLogprobs
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class _Seq:
-    """What the core keeps for one sequence besides the scheduler's Request."""
-
-    state: RequestState  # the user request it belongs to
-    generator: torch.Generator | None = None  # seeded sampling
-    pooler: PoolingAccumulator | None = None  # pooling requests
 
 
 class EngineCore:
@@ -58,26 +51,31 @@ class EngineCore:
             model.max_num_batched_tokens,
             config.enable_chunked_prefill,
             encoder_only=model.info.is_encoder,
+            max_loras=config.max_loras if config.enable_lora else 0,
         )
+        self.loras = LoRAStore(self.runner.lora.layout if self.runner.lora else None)
         self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
         self.encoder = EncoderCache(self.runner.embed_images)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
-        self._seqs: dict[Request, _Seq] = {}
+        self._seqs: dict[Request, SeqState] = {}
         self._steps = self._generated_tokens = self._prompt_tokens = self._preemptions = 0
         # Reserved by callers before add(); released here when a request first runs.
         self.queue = AdmissionQueue(config.max_queued_requests, config.max_queued_tokens)
 
     # ---- requests in and out -------------------------------------------------------
 
-    def add(self, state: RequestState, requests: list[Request]) -> None:
-        """Queue a request whose place the caller reserved with ``queue.reserve``."""
+    def add(
+        self, state: RequestState, requests: list[Request], lora: LoRAAdapter | None = None
+    ) -> None:
+        """Queue a request whose place the caller reserved with ``queue.reserve``; ``lora``
+        is the adapter its requests name (``loras.get``)."""
         if state.request_id in self._requests:
             self.queue.release(len(state.prompt_token_ids), None)
             raise ValueError(f"request id {state.request_id!r} is already running")
         self._requests[state.request_id] = requests
         self.queue.enter(state.request_id, requests[0].arrival_time, len(state.prompt_token_ids))
         for req in requests:
-            seq = self._seqs[req] = _Seq(state)
+            seq = self._seqs[req] = SeqState(state, lora=lora)
             params = req.sampling_params
             if params is not None and params.seed is not None:
                 seq.generator = torch.Generator(device=self.runner.device)
@@ -148,6 +146,8 @@ class EngineCore:
 
     def _execute(self, sched: SchedulerOutput) -> list[RequestState]:
         seqs = self.encoder.seq_inputs(sched.requests, sched.num_new_tokens, self.allocator)
+        for req, seq_input in zip(sched.requests, seqs):
+            seq_input.lora = self._seqs[req].lora
         hidden = self.runner.execute(seqs)
         plan = plan_rows(sched, self._reported_prompt_logprobs)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None

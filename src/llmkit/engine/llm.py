@@ -16,10 +16,13 @@ from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
 from llmkit.engine.request import Request
 from llmkit.engine.stats import EngineStats
 from llmkit.errors import LLMKitError, RequestFailedError
+from llmkit.lora_request import LoRARequest
+from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
 
 Params = SamplingParams | PoolingParams
+LoRAArg = LoRARequest | Sequence[LoRARequest | None] | None
 
 
 class LLM:
@@ -48,12 +51,17 @@ class LLM:
         prompts: PromptType | Sequence[PromptType],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool = True,
+        lora_request: LoRAArg = None,
     ) -> list[RequestOutput]:
+        """``lora_request``: the LoRA adapter of every prompt, or a list with one per prompt
+        (None: the base model)."""
         prompts = _as_list(prompts)
         params = _broadcast(sampling_params or SamplingParams(), len(prompts), "sampling_params")
         # FINAL_ONLY avoids building an output per step; the result is the same.
         params = [_final_only(p) for p in params]
-        return self._run(prompts, params, use_tqdm)
+        return self._run(
+            prompts, params, use_tqdm, _broadcast(lora_request, len(prompts), "lora_request")
+        )
 
     def chat(
         self,
@@ -65,6 +73,7 @@ class LLM:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
+        lora_request: LoRAArg = None,
     ) -> list[RequestOutput]:
         conversations = cast(
             "list[Conversation]",
@@ -81,7 +90,7 @@ class LLM:
             )
             for c in conversations
         ]
-        return self.generate(prompts, sampling_params, use_tqdm)
+        return self.generate(prompts, sampling_params, use_tqdm, lora_request)
 
     def embed(
         self,
@@ -91,18 +100,25 @@ class LLM:
     ) -> list[EmbeddingRequestOutput]:
         prompts = _as_list(prompts)
         params = _broadcast(pooling_params or PoolingParams(), len(prompts), "pooling_params")
-        return self._run(prompts, params, use_tqdm)
+        return self._run(prompts, params, use_tqdm, [None] * len(prompts))
 
-    def _run(self, prompts: list[PromptType], params: Sequence[Params], use_tqdm: bool) -> list:
+    def _run(
+        self,
+        prompts: list[PromptType],
+        params: Sequence[Params],
+        use_tqdm: bool,
+        loras: list[LoRARequest | None],
+    ) -> list:
         core = self._core
         # Check the whole batch before queueing any of it: a bad prompt leaves nothing behind.
-        batch: list[tuple[RequestState, list[Request]]] = []
-        for prompt, p in zip(prompts, params):
+        batch: list[tuple[RequestState, list[Request], LoRAAdapter | None]] = []
+        for prompt, p, lora in zip(prompts, params, loras):
             self._counter += 1
-            batch.append(self._processor.process(prompt, p, request_id=str(self._counter)))
-        for state, requests in batch:
-            core.add(state, requests)
-        states = [state for state, _ in batch]
+            state, requests = self._processor.process(prompt, p, str(self._counter), 0, lora)
+            batch.append((state, requests, None if lora is None else core.loras.get(lora)))
+        for state, requests, adapter in batch:
+            core.add(state, requests, adapter)
+        states = [state for state, _, _ in batch]
         bar = tqdm(total=len(states), desc="Processed prompts", disable=not use_tqdm, unit="req")
         generated = core.stats().generated_tokens
         try:

@@ -16,6 +16,7 @@ from llmkit.engine.output_state import CompletionState, RequestState
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
 from llmkit.engine.request import ImageInput, Request
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.structured import CompiledGrammar, GrammarCompiler
 from llmkit.structured.llguidance_backend import LLGuidanceBackend
@@ -219,10 +220,13 @@ class InputProcessor:
         params: SamplingParams | PoolingParams,
         request_id: str | None = None,
         priority: int = 0,
+        lora_request: LoRARequest | None = None,
     ) -> tuple[RequestState, list[Request]]:
         """Tokenize and check one prompt; returns its output state and the core's requests."""
         request_id = request_id or new_request_id()
         if not isinstance(params, SamplingParams):
+            if lora_request is not None:
+                raise ValueError("lora_request applies to text generation, not to embeddings")
             text, ids = _unpack(self.prepare(prompt, params))
             state = RequestState(request_id, text, ids, params.output_kind, [], pooling=True)
             return state, [Request(request_id, ids, pooling_params=params, priority=priority)]
@@ -255,6 +259,8 @@ class InputProcessor:
                     max_tokens=max_tokens,
                     matcher=None if grammar is None else grammar.matcher(),
                     images=images,
+                    cache_salt=b"" if lora_request is None else _lora_salt(lora_request),
+                    lora_id=0 if lora_request is None else lora_request.id,
                 )
             )
         state = RequestState(
@@ -270,3 +276,8 @@ class InputProcessor:
 
 def _unpack(prompt: TokensPrompt) -> tuple[str | None, list[int]]:
     return prompt.get("prompt"), prompt["prompt_token_ids"]
+
+
+def _lora_salt(lora: LoRARequest) -> bytes:
+    """Seeds the prefix-cache hash chain: the same text under two adapters shares no KV."""
+    return f"lora:{lora.id}:{lora.path}".encode()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from llmkit.engine.stats import EngineStats
+from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
@@ -124,6 +125,7 @@ class EngineProtocol(Protocol):
         *,
         request_id: str | None = None,
         priority: int = 0,
+        lora_request: LoRARequest | None = None,
     ) -> OutputStream[RequestOutput]: ...
 
     def encode(
@@ -147,9 +149,20 @@ class EngineProtocol(Protocol):
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> OutputStream[RequestOutput]: ...
 
     async def abort(self, request_id: str) -> None: ...
+
+    async def add_lora(self, lora_request: LoRARequest) -> None:
+        """Read and check a LoRA adapter ahead of its first request; ``ValueError`` if it
+        cannot serve (LoRA off, not a PEFT folder, rank too high, unsupported targets, made
+        for another model)."""
+        ...
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        """Forget an adapter (requests already running with it finish); False if unknown."""
+        ...
 
     def stats(self) -> EngineStats: ...
 

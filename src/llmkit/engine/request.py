@@ -78,6 +78,7 @@ class Request:
     # what placeholder tokens stand for (offset, length, content hash: an image), so the
     # same text with different content never shares the blocks that hold it, or any after.
     cache_salt: bytes = b""
+    lora_id: int = 0  # the LoRA adapter's id; 0: the base model alone
     placeholders: list[tuple[int, int, bytes]] = field(default_factory=list)
     images: list[ImageInput] = field(default_factory=list)
 

@@ -6,6 +6,9 @@ prompts), then waiting ones by priority and arrival. When KV blocks run out the
 lowest-priority, newest running request is preempted: its blocks are freed and it is
 recomputed later from its prompt and the tokens it already produced.
 
+With LoRA (``max_loras``), one step holds at most ``max_loras`` distinct adapters, as many
+as the model has slots for; a request whose adapter does not fit waits for a later step.
+
 For an encoder-only model (``encoder_only``) there are no KV blocks: each request attends
 over its whole input at once, so it is scheduled whole in one step or not at all.
 """
@@ -44,12 +47,14 @@ class Scheduler:
         max_num_batched_tokens: int,
         enable_chunked_prefill: bool = True,
         encoder_only: bool = False,
+        max_loras: int = 0,
     ):
         self.allocator = allocator
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.enable_chunked_prefill = enable_chunked_prefill
         self.encoder_only = encoder_only
+        self.max_loras = max_loras  # 0: no adapters, no limit
         self.running: list[Request] = []
         self._waiting: list[tuple[tuple, Request]] = []
         self._num_waiting = 0
@@ -98,12 +103,13 @@ class Scheduler:
         out = SchedulerOutput()
         budget = self.max_num_batched_tokens
         scheduled: set[Request] = set()
+        loras: set[int] = set()  # the adapters in this step
 
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             num_new = min(req.num_tokens - req.num_computed_tokens, budget)
-            if num_new <= 0:
+            if num_new <= 0 or not self._lora_fits(req, loras):
                 i += 1
                 continue
             while not self._reserve(req, num_new):
@@ -121,8 +127,15 @@ class Scheduler:
 
         if out.preempted:
             return out  # no admissions in a step that had to preempt
-        while self._num_waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            req = self._peek_waiting()
+        passed: list[tuple[tuple, Request]] = []  # waiting requests whose adapter did not fit
+        while budget > 0 and len(self.running) < self.max_num_seqs:
+            waiting = self._peek_waiting()
+            if waiting is None:
+                break
+            req = waiting
+            if not self._lora_fits(req, loras):
+                passed.append(heapq.heappop(self._waiting))
+                continue
             skip_cache = req.skip_prefix_cache or self.encoder_only
             cached = [] if skip_cache else self.allocator.find_cached(req)
             num_computed = len(cached) * self.allocator.block_size
@@ -143,15 +156,26 @@ class Scheduler:
             out.requests.append(req)
             out.num_new_tokens.append(num_new)
             budget -= num_new
+        for entry in passed:
+            heapq.heappush(self._waiting, entry)
         return out
+
+    def _lora_fits(self, req: Request, loras: set[int]) -> bool:
+        """Whether ``req``'s adapter can join the step's (and, if so, counts it in)."""
+        if not self.max_loras or not req.lora_id or req.lora_id in loras:
+            return True
+        if len(loras) >= self.max_loras:
+            return False
+        loras.add(req.lora_id)
+        return True
 
     def _reserve(self, req: Request, num_new: int, cached: Sequence[int] = ()) -> bool:
         return self.encoder_only or self.allocator.allocate(req, num_new, cached)
 
-    def _peek_waiting(self) -> Request:
-        while self._waiting[0][1].is_finished:
+    def _peek_waiting(self) -> Request | None:
+        while self._waiting and self._waiting[0][1].is_finished:
             heapq.heappop(self._waiting)
-        return self._waiting[0][1]
+        return self._waiting[0][1] if self._waiting else None
 
     def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: set[Request]) -> int:
         """Free ``victim`` for recompute; returns the budget it gives back."""

@@ -12,6 +12,8 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.loader import load_model
+from llmkit.model.lora import LoRAModel
+from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.parallel import SINGLE, TensorParallel
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ class SeqInput:
     start: int
     block_ids: list[int]
     images: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    lora: LoRAAdapter | None = None
 
 
 @dataclass
@@ -83,6 +86,11 @@ class ModelRunner:
         self.dtype = resolve_dtype(config, hf_config, self.device)
         self.block_size = config.block_size
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp)
+        self.lora = (
+            LoRAModel(self.model, config.max_loras, config.max_lora_rank)
+            if config.enable_lora
+            else None
+        )
         backend = config.attention_backend
         if backend == "auto":
             backend = "triton" if self.device.type == "cuda" else "torch"
@@ -144,6 +152,8 @@ class ModelRunner:
     def execute(self, seqs: list[SeqInput]) -> torch.Tensor:
         """Run the model over the step's tokens; returns hidden states ``[T, hidden]``."""
         batch = flatten(seqs, self.block_size)
+        if self.lora is not None:
+            self.lora.prepare([s.lora for s in seqs], [len(s.token_ids) for s in seqs])
         return self.forward(batch, self._image_rows(seqs, batch.query_start_loc))
 
     @torch.inference_mode()

@@ -6,7 +6,7 @@ Every message is a map with a ``"type"``. The client speaks first::
     hello {version}                         ->
                                             <-    hello {version, model_info, stats, healthy,
                                                          max_frame_bytes}
-    generate {id, prompt, params, priority} ->
+    generate {id, prompt, params, priority, lora?} ->
     encode {id, prompt, params, priority}   ->
                                             <-    output {id, output} ... then final {id, output}
                                             <-    error {id?, error: {message, type, param, code}}
@@ -17,7 +17,8 @@ Every message is a map with a ``"type"``. The client speaks first::
 
 Ids are the client's: strings unique among its open requests on one connection. A
 ``prompt`` is text, token ids, or ``{"prompt": text, "prompt_token_ids": ids}``; ``params``
-holds SamplingParams (generate) or PoolingParams (encode) fields. Outputs are the engine's
+holds SamplingParams (generate) or PoolingParams (encode) fields; ``lora`` is an optional
+LoRA adapter, ``[name, id, path]``, as ``LoRARequest`` has them. Outputs are the engine's
 own (deltas when the client asks for ``output_kind`` DELTA); the first output of a request
 carries its prompt, the others leave it out. Embeddings travel as little-endian float32
 bytes (see :mod:`llmkit.protocol.stream_data`). An ``error`` answers a message that
@@ -32,6 +33,7 @@ from typing import Literal
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
 from llmkit.errors import EngineDeadError, EngineOverloadedError, RequestFailedError
+from llmkit.lora_request import LoRARequest
 from llmkit.protocol.stream_data import (
     MISSING,
     Message,
@@ -39,6 +41,7 @@ from llmkit.protocol.stream_data import (
     ProtocolError,
     field_of,
     kind_of,
+    lora_from_wire,
     matches,
     model_info_to_wire,
     output_to_wire,
@@ -70,6 +73,7 @@ class Submit:
     prompt: PromptType
     params: Params
     priority: int
+    lora: LoRARequest | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ def parse_client_message(obj: object) -> ClientMessage:
                     SamplingParams if kind == "generate" else PoolingParams,
                 ),
                 priority=field_of(obj, "priority", int, 0),
+                lora=lora_from_wire(field_of(obj, "lora", list[str | int] | None, None)),
             )
         except ProtocolError as exc:
             exc.request_id = rid
@@ -133,15 +138,23 @@ def hello_request() -> Message:
 
 
 def submit_request(
-    kind: str, rid: str, prompt: PromptType, params: Params, priority: int
+    kind: str,
+    rid: str,
+    prompt: PromptType,
+    params: Params,
+    priority: int,
+    lora: LoRARequest | None = None,
 ) -> Message:
-    return {
+    message: Message = {
         "type": kind,
         "id": rid,
         "prompt": prompt,
         "params": params_to_wire(params),
         "priority": priority,
     }
+    if lora is not None:
+        message["lora"] = [lora.name, lora.id, lora.path]
+    return message
 
 
 def abort_request(rid: str) -> Message:

@@ -16,6 +16,7 @@ from typing import Any, Union
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo
 from llmkit.engine.stats import EngineStats
+from llmkit.lora_request import LoRARequest
 from llmkit.outputs import (
     CompletionOutput,
     EmbeddingOutput,
@@ -283,3 +284,16 @@ def _floats(data: bytes) -> list[float]:
     if sys.byteorder == "big":
         values.byteswap()
     return values.tolist()
+
+
+def lora_from_wire(value: list[str | int] | None) -> LoRARequest | None:
+    """A submit's ``lora``: ``[name, id, path]``, or None for the base model."""
+    if value is None:
+        return None
+    name, lora_id, path = value if len(value) == 3 else (None, None, None)
+    if not (isinstance(name, str) and isinstance(lora_id, int) and isinstance(path, str)):
+        raise ProtocolError("lora must be [name, id, path]", "lora")
+    try:
+        return LoRARequest(name, lora_id, path)
+    except ValueError as exc:
+        raise ProtocolError(str(exc), "lora") from None

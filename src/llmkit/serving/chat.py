@@ -154,7 +154,8 @@ def prepare_chat(
         # As in vLLM: echo repeats the assistant message being continued.
         echo_text = message_text(req.messages[-1]) or None
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
-    streams = start_generation(ctx, request_id, [prompt], params, req.priority, renames)
+    lora = ctx.loras.get(model)
+    streams = start_generation(ctx, request_id, [prompt], params, req.priority, renames, lora)
     return ChatJob(
         request_id=request_id,
         model=model,

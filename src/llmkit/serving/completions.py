@@ -59,7 +59,8 @@ def prepare_completion(
         structured_outputs=req.structured_outputs,
     )
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)
-    streams = start_generation(ctx, request_id, prompts, params, req.priority)
+    lora = ctx.loras.get(model)
+    streams = start_generation(ctx, request_id, prompts, params, req.priority, lora_request=lora)
     return CompletionJob(
         request_id=request_id,
         model=model,

@@ -10,6 +10,7 @@ from llmkit.errors import EngineOverloadedError
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.reasoning import ReasoningParser
 from llmkit.serving.errors import OpenAIError, bad_request, from_engine_error
+from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.options import ServingOptions
 from llmkit.tools import ToolParser
@@ -31,6 +32,7 @@ class ServingContext:
     max_log_len: int | None = None
     metrics: ServerMetrics | None = None
     options: ServingOptions = field(default_factory=ServingOptions)
+    loras: ServedLoRAs = field(default_factory=ServedLoRAs)  # adapters served by name
     # Set when the server is shutting down: new work is refused, in-flight work finishes.
     draining: bool = False
     # The parser classes options name, loaded from their plugins once (PluginError if not).
@@ -51,7 +53,7 @@ class ServingContext:
         """The model name to answer with; an unknown name is a 404 as in OpenAI's API."""
         if not requested:
             return self.model_name
-        if requested not in self.model_names:
+        if requested not in self.model_names and self.loras.get(requested) is None:
             raise OpenAIError(
                 404, f"The model `{requested}` does not exist.", "model", "model_not_found"
             )

@@ -17,6 +17,7 @@ from anyio.abc import ObjectSendStream
 
 from llmkit.engine.protocol import OutputStream
 from llmkit.errors import LLMKitError
+from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.serving.context import ServingContext
@@ -38,11 +39,15 @@ def start_generation(
     params: SamplingParams,
     priority: int,
     renames: dict[str, str] | None = None,
+    lora_request: LoRARequest | None = None,
 ) -> list[OutputStream[RequestOutput]]:
-    """Start one generation request per prompt; see :func:`_start`."""
+    """Start one generation request per prompt (with ``lora_request``'s adapter); see
+    :func:`_start`."""
 
     def start(prompt: EnginePrompt, rid: str) -> OutputStream[RequestOutput]:
-        return ctx.engine.generate(prompt.as_input(), params, request_id=rid, priority=priority)
+        return ctx.engine.generate(
+            prompt.as_input(), params, request_id=rid, priority=priority, lora_request=lora_request
+        )
 
     return _start(ctx, request_id, prompts, start, PARAM_NAMES, renames)
 

@@ -18,12 +18,15 @@ from llmkit.serving.errors import bad_request
 
 def list_models(ctx: ServingContext) -> ModelList:
     info = ctx.engine.model_info
-    return ModelList(
-        data=[
-            ModelCard(id=name, root=info.name, max_model_len=info.max_model_len)
-            for name in ctx.model_names
-        ]
-    )
+    cards = [
+        ModelCard(id=name, root=info.name, max_model_len=info.max_model_len)
+        for name in ctx.model_names
+    ]
+    cards += [
+        ModelCard(id=name, root=lora.path, parent=ctx.model_name, max_model_len=info.max_model_len)
+        for name, lora in ctx.loras.adapters.items()
+    ]
+    return ModelList(data=cards)
 
 
 def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:

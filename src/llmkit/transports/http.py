@@ -24,22 +24,26 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 import llmkit
 from llmkit.engine.protocol import EngineProtocol
+from llmkit.lora_request import LoRARequest
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
     EmbeddingRequest,
+    LoadLoRAAdapterRequest,
     TokenizeRequest,
+    UnloadLoRAAdapterRequest,
     VersionResponse,
 )
 from llmkit.serving import chat, completions, embeddings, media, tokens
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
+from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
@@ -85,6 +89,8 @@ def create_app(
     ui: bool = False,
     rate_limits: RateLimits | None = None,
     sse_keepalive_s: float | None = 15.0,
+    lora_modules: Sequence[LoRARequest] = (),
+    enable_lora_runtime_updates: bool = False,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
@@ -105,6 +111,10 @@ def create_app(
     ``ui`` serves the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
     ``rate_limits`` limit each API key (429 over a limit); ``sse_keepalive_s``: the idle
     time after which a stream gets a keep-alive comment line (None: never).
+    ``lora_modules``: LoRA adapters clients name in ``model`` (the engine needs
+    ``enable_lora``; ``llmkit serve`` checks each with ``engine.add_lora`` before serving);
+    ``enable_lora_runtime_updates`` adds ``POST /v1/load_lora_adapter`` and
+    ``/v1/unload_lora_adapter`` (``{"lora_name", "lora_path"}``), as vLLM has them.
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
     (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
     POST requests in flight.
@@ -122,6 +132,7 @@ def create_app(
         max_log_len=max_log_len,
         metrics=metrics,
         options=options or ServingOptions(),
+        loras=ServedLoRAs(lora_modules, enable_lora_runtime_updates),
     )
     load = ServerLoad()
     api = _Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
@@ -143,6 +154,11 @@ def create_app(
         Route("/load", api.load, methods=["GET"]),
         WebSocketRoute("/v1/ws", ws.handle),
     ]
+    if enable_lora_runtime_updates:
+        routes += [
+            Route("/v1/load_lora_adapter", api.load_lora_adapter, methods=["POST"]),
+            Route("/v1/unload_lora_adapter", api.unload_lora_adapter, methods=["POST"]),
+        ]
     if ui:
         routes += ui_routes()
     stack = [_as_middleware(item) for item in reversed(middleware)]
@@ -225,7 +241,7 @@ class _Routes:
         self._load = load
         self._report_load = report_load
         self._keepalive_s = keepalive_s
-        self._openapi: bytes | None = None
+        self._openapi: tuple[list[str], bytes] | None = None
 
     async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
@@ -264,6 +280,17 @@ class _Routes:
     async def models(self, request: Request) -> Response:
         return _json(tokens.list_models(self.ctx))
 
+    async def load_lora_adapter(self, request: Request) -> Response:
+        req = await _parse(request, LoadLoRAAdapterRequest)
+        loras = self.ctx.loras
+        await loras.load(self.ctx.engine, req.lora_name, req.lora_path, self.ctx.model_names)
+        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
+
+    async def unload_lora_adapter(self, request: Request) -> Response:
+        req = await _parse(request, UnloadLoRAAdapterRequest)
+        await self.ctx.loras.unload(self.ctx.engine, req.lora_name)
+        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
+
     async def tokenize(self, request: Request) -> Response:
         return _json(tokens.tokenize(self.ctx, await _parse(request, TokenizeRequest)))
 
@@ -280,12 +307,12 @@ class _Routes:
         return Response(status_code=200 if ready else 503)
 
     async def openapi(self, request: Request) -> Response:
-        if self._openapi is None:
+        names = self.ctx.model_names + list(self.ctx.loras.adapters)
+        if self._openapi is None or self._openapi[0] != names:  # adapters come and go
             info = self.ctx.engine.model_info
-            names = self.ctx.model_names
             document = openapi_document(names, info.max_model_len, info.max_logprobs)
-            self._openapi = json.dumps(document).encode()
-        return Response(self._openapi, media_type="application/json")
+            self._openapi = (names, json.dumps(document).encode())
+        return Response(self._openapi[1], media_type="application/json")
 
     async def version(self, request: Request) -> Response:
         return _json(VersionResponse(version=llmkit.__version__))

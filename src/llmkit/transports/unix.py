@@ -50,7 +50,8 @@ from llmkit.protocol.stream import (
 from llmkit.protocol.stream_data import Message, ProtocolError
 from llmkit.sampling_params import SamplingParams
 from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameError, FrameReader, pack
-from llmkit.transports.unix_client import EngineClient, shutdown_socket
+from llmkit.transports.unix_client import EngineClient
+from llmkit.transports.unix_connect import shutdown_socket
 
 __all__ = ["EngineClient", "serve_unix"]
 
@@ -324,7 +325,11 @@ class _Connection:
         try:
             if isinstance(params, SamplingParams):
                 stream = engine.generate(
-                    message.prompt, params, request_id=engine_id, priority=message.priority
+                    message.prompt,
+                    params,
+                    request_id=engine_id,
+                    priority=message.priority,
+                    lora_request=message.lora,
                 )
             else:
                 stream = engine.encode(

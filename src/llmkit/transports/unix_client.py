@@ -10,11 +10,9 @@ streams queue, so closing a stream (even from a finaliser) needs no event loop.
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import logging
 import os
-import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -22,7 +20,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar, cast
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream, TaskGroup
+from anyio.abc import SocketStream, TaskGroup
 
 from llmkit.engine.admission import refusal, retry_after
 from llmkit.engine.loop import threadsafe_scheduler
@@ -36,13 +34,12 @@ from llmkit.engine.protocol import (
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError, LLMKitError
+from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.protocol.stream import (
-    PROTOCOL_VERSION,
     abort_request,
     close_request,
     error_from_wire,
-    hello_request,
     submit_request,
 )
 from llmkit.protocol.stream_data import (
@@ -60,12 +57,12 @@ from llmkit.transports.framing import (
     pack,
 )
 from llmkit.transports.output_assembly import OutputAssembler, wire_params
+from llmkit.transports.unix_connect import handshake, shutdown_socket
 
 logger = logging.getLogger(__name__)
 
 Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
 
-HANDSHAKE_TIMEOUT_S = 30.0
 _CLOSE_TIMEOUT_S = 5.0
 _CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
@@ -177,7 +174,7 @@ class EngineClient:
         """Connect, shake hands, and load the engine's tokenizer."""
         if self._socket is not None or self._dead is not None:
             raise LLMKitError("an EngineClient connects once; make a new one")
-        stream, reader, hello = await _handshake(self.path, self._max_frame_bytes)
+        stream, reader, hello = await handshake(self.path, self._max_frame_bytes)
         try:
             info = model_info_from_wire(hello["model_info"])
             tokenizer = await anyio.to_thread.run_sync(Tokenizer, info.tokenizer)
@@ -274,11 +271,11 @@ class EngineClient:
         *,
         request_id: str | None = None,
         priority: int = 0,
+        lora_request: LoRARequest | None = None,
     ) -> ClientStream[RequestOutput]:
         """Start a request; invalid input raises ``ValueError`` here, before anything is sent."""
-        return self._start(
-            "generate", prompt, sampling_params or SamplingParams(), request_id, priority
-        )
+        params = sampling_params or SamplingParams()
+        return self._start("generate", prompt, params, request_id, priority, lora_request)
 
     def encode(
         self,
@@ -305,6 +302,7 @@ class EngineClient:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> ClientStream[RequestOutput]:
         """Like :meth:`generate`, on a conversation rendered here through the chat template."""
         self.check_admission()
@@ -316,7 +314,25 @@ class EngineClient:
             continue_final_message,
             tools,
         )
-        return self.generate(prompt, sampling_params, request_id=request_id, priority=priority)
+        return self.generate(
+            prompt,
+            sampling_params,
+            request_id=request_id,
+            priority=priority,
+            lora_request=lora_request,
+        )
+
+    async def add_lora(self, lora_request: LoRARequest) -> None:
+        """Refused (ValueError): the socket carries an adapter with each request, where the
+        engine reads it at its first use, but has no command to load or remove one ahead."""
+        raise ValueError(
+            f"cannot load adapter {lora_request.name!r} ahead over the unix socket; pass it as "
+            "lora_request with each request instead"
+        )
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        """False: this client never adds an adapter."""
+        return False
 
     async def abort(self, request_id: str) -> None:
         """Abort a request; its reader gets a final output with finish reason "abort"."""
@@ -331,6 +347,7 @@ class EngineClient:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
+        lora: LoRARequest | None = None,
     ) -> ClientStream[Any]:
         if self._dead is not None:
             raise EngineDeadError(f"the engine is not reachable: {self._dead}")
@@ -343,7 +360,7 @@ class EngineClient:
         if request_id in self._wire_ids:
             raise ValueError(f"request id {request_id!r} is already in use")
         wire_id = format(next(self._numbers), "x")
-        frame = pack(submit_request(kind, wire_id, tokens, wire_params(params), priority))
+        frame = pack(submit_request(kind, wire_id, tokens, wire_params(params), priority, lora))
         if frame_size(frame) > self._server_max_frame_bytes:
             raise ValueError(
                 f"the request is {frame_size(frame)} bytes long encoded, more than the engine "
@@ -452,45 +469,3 @@ class EngineClient:
         self._wake_writer()
         for request in list(self._requests.values()):
             request.wake()
-
-
-async def fetch_model_info(path: str | os.PathLike[str]) -> ModelInfo:
-    """The model the engine at ``path`` serves, from a handshake alone."""
-    stream, _, hello = await _handshake(os.fspath(path), DEFAULT_MAX_FRAME_BYTES)
-    await stream.aclose()
-    return model_info_from_wire(hello["model_info"])
-
-
-async def _handshake(path: str, max_frame_bytes: int) -> tuple[SocketStream, FrameReader, Message]:
-    """A connection to ``path`` that said hello; returns it, its reader and the engine's hello."""
-    stream = await anyio.connect_unix(path)
-    try:
-        reader = FrameReader(stream, max_frame_bytes)
-        with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
-            await stream.send(pack(hello_request()))
-            reply = await reader.receive()
-    except anyio.EndOfStream:
-        await stream.aclose()
-        raise ConnectionError(
-            f"the engine at {path} closed the connection during the handshake"
-        ) from None
-    except BaseException:
-        await stream.aclose()
-        raise
-    if reply.get("type") == "hello" and reply.get("version") == PROTOCOL_VERSION:
-        return stream, reader, reply
-    await stream.aclose()
-    if reply.get("type") == "error":
-        error = reply["error"]
-        if error.get("code") == "permission_denied":
-            raise PermissionError(errno.EACCES, error["message"], path)
-        raise ConnectionError(f"the engine at {path} refused the connection: {error['message']}")
-    raise ConnectionError(
-        f"the engine at {path} does not speak protocol version {PROTOCOL_VERSION}"
-    )
-
-
-def shutdown_socket(stream: SocketStream) -> None:
-    """Both directions of ``stream`` end: a pending read sees EOF, a pending write an error."""
-    with contextlib.suppress(OSError):
-        stream.extra(SocketAttribute.raw_socket).shutdown(socket.SHUT_RDWR)

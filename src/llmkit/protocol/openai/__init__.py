@@ -47,10 +47,12 @@ from llmkit.protocol.openai.embeddings import (
 from llmkit.protocol.openai.models import (
     DetokenizeRequest,
     DetokenizeResponse,
+    LoadLoRAAdapterRequest,
     ModelCard,
     ModelList,
     TokenizeRequest,
     TokenizeResponse,
+    UnloadLoRAAdapterRequest,
     VersionResponse,
 )
 
@@ -85,6 +87,7 @@ __all__ = [
     "ErrorResponse",
     "FunctionCall",
     "JsonSchemaFormat",
+    "LoadLoRAAdapterRequest",
     "ModelCard",
     "ModelList",
     "PromptInput",
@@ -94,6 +97,7 @@ __all__ = [
     "StreamOptions",
     "TokenizeRequest",
     "TokenizeResponse",
+    "UnloadLoRAAdapterRequest",
     "UsageInfo",
     "VersionResponse",
 ]

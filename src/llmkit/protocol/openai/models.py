@@ -16,6 +16,7 @@ class ModelCard(BaseModel):
     created: int = Field(default_factory=now_seconds)
     owned_by: str = "llmkit"
     root: str | None = None
+    parent: str | None = None  # a LoRA adapter's base model
     max_model_len: int | None = None
 
 
@@ -52,6 +53,20 @@ class DetokenizeRequest(RequestBody):
 
 class DetokenizeResponse(BaseModel):
     prompt: str
+
+
+class LoadLoRAAdapterRequest(BaseModel):
+    """vLLM's /v1/load_lora_adapter body."""
+
+    lora_name: str
+    lora_path: str
+
+
+class UnloadLoRAAdapterRequest(BaseModel):
+    """vLLM's /v1/unload_lora_adapter body (``lora_int_id`` is accepted and not needed)."""
+
+    lora_name: str
+    lora_int_id: int | None = None
 
 
 class VersionResponse(BaseModel):
