@@ -219,10 +219,12 @@ def ray_cluster() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def replicas_server(ray_cluster, tiny_model, tmp_path_factory) -> Iterator[Server]:
     """`llmkit serve --data-parallel-size 2` on the module's Ray cluster, set up as the
-    session's servers are (the OpenAI API tests run against it unchanged)."""
+    session's servers are (the OpenAI API tests run against it unchanged), with LoRA
+    adapters loaded at run time."""
     log = tmp_path_factory.mktemp("replicas") / "serve.log"
     replicas = ("--data-parallel-size", "2", "--ray-address", ray_cluster)
-    proc, url = serve(tiny_model, log, *SERVE_FLAGS, *ENGINE_FLAGS, *replicas)
+    lora = ("--enable-lora", "--enable-lora-runtime-updates")
+    proc, url = serve(tiny_model, log, *SERVE_FLAGS, *ENGINE_FLAGS, *replicas, *lora)
     yield Server(url, proc, log)
     stop(proc)
 

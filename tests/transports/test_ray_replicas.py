@@ -110,6 +110,33 @@ def test_a_client_that_leaves_aborts_its_request_on_the_replica(client, server):
     assert total == sum(ray.get(a.stats.remote()).prompt_tokens for a in replicas().values())
 
 
+def test_an_adapter_loaded_at_run_time_serves_on_every_replica(
+    client, server, tiny_model, lora_factory
+):
+    from llmkit import LLM, LoRARequest, SamplingParams
+
+    prompts = ["red", "green", "blue", "yellow"]
+    params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    adapter = LoRARequest("attn", 1, lora_factory("attn-r4"))
+    with server.http() as http:
+        body = {"lora_name": "attn", "lora_path": adapter.path}
+        assert http.post("/v1/load_lora_adapter", json=body).status_code == 200
+    llm = LLM(tiny_model, enable_lora=True)
+    expected = [o.outputs[0].text for o in llm.generate(prompts, params, lora_request=adapter)]
+    base = [o.outputs[0].text for o in llm.generate(prompts, params)]
+    assert expected != base
+    before = prompt_tokens()
+    for name, texts in (("attn", expected), (MODEL, base)):
+        for prompt, text in zip(prompts, texts):
+            got = client.completions.create(model=name, prompt=prompt, max_tokens=6, temperature=0)
+            assert got.choices[0].text == text
+    assert all(n > before[name] for name, n in prompt_tokens().items())  # both replicas served
+    with server.http() as http:
+        assert http.post("/v1/unload_lora_adapter", json={"lora_name": "attn"}).status_code == 200
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="attn", prompt="red", max_tokens=1)
+
+
 def test_a_killed_replica_fails_its_request_and_the_other_serves(client, server):
     stream = long_stream(client)
     ray.kill(running_replica())

@@ -232,10 +232,8 @@ class ReplicaGroup:
         await asyncio.gather(*(self.actors[i].add_lora.remote(lora_request) for i in self._alive))
 
     async def remove_lora(self, lora_id: int) -> bool:
-        removed = await asyncio.gather(
-            *(self.actors[i].remove_lora.remote(lora_id) for i in self._alive)
-        )
-        return any(removed)
+        removed = [self.actors[i].remove_lora.remote(lora_id) for i in self._alive]
+        return any(await asyncio.gather(*removed))
 
     def _start(
         self,
