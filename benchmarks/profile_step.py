@@ -26,6 +26,7 @@ from torch import nn
 from llmkit import LLM, SamplingParams
 from llmkit.model import runner as runner_module
 from llmkit.model.demo import ModelSpec, build_model, default_cache_dir
+from llmkit.model.layers.quant import QuantizedLinear
 
 SPEC_150M = ModelSpec(
     hidden_size=1024,
@@ -70,9 +71,7 @@ def instrument(llm: LLM, timers: Timers) -> list[tuple[int, int, dict[str, float
     model = runner.model
     head = getattr(model, "lm_head", None)
     for module in model.modules():
-        if isinstance(module, nn.Linear) and module is not head:
-            timers.hook_module("linear", module)
-        elif type(module).__name__ == "QuantizedLinear":
+        if isinstance(module, nn.Linear | QuantizedLinear) and module is not head:
             timers.hook_module("linear", module)
     timers.hook_module("model", model)
     backend = runner.backend
