@@ -1,8 +1,10 @@
 """Weight-only int8 / int4 linear layers on torch's own packed matmul kernels.
 
-The weights are quantized once from the loaded full-precision layer; activations stay in
-the model's dtype. int8: one symmetric scale per output channel. int4: asymmetric, a scale
-and a zero per group of ``group_size`` input columns of each output channel.
+The weights are quantized once from the loaded full-precision layer. int8: one symmetric
+scale per output channel. int4: asymmetric, a scale and a zero per group of ``group_size``
+input columns of each output channel. Activations enter the kernels in bfloat16 and leave in
+the model's dtype: with float32 inputs torch's CPU kernels take a path 8-40x slower than
+float32 matmul (measured on AVX2 at 32..256 rows), with bfloat16 they beat it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from torch import nn
 QUANTIZATIONS = ("int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128, 256)
 _aten = torch.ops.aten
+_ACT = torch.bfloat16
 
 
 def has_kernels(method: str, device: torch.device) -> bool:
@@ -45,7 +48,7 @@ class QuantizedLinear(nn.Module):
         scales = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
         q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)
         self.register_buffer("qweight", q)
-        self.register_buffer("scales", scales.to(self.dtype))
+        self.register_buffer("scales", scales.to(_ACT))
 
     def _int4(self, w: torch.Tensor, group_size: int) -> None:
         k = self.in_features
@@ -73,13 +76,11 @@ class QuantizedLinear(nn.Module):
             tiles = next(t for t in (8, 4, 2, 1) if k % (t * 16) == 0)
             packed = _aten._convert_weight_to_int4pack(pairs, tiles)
         self.register_buffer("qweight", packed)
-        # CUDA's kernel works in bfloat16 only.
-        sz_dtype = self.dtype if self.device.type == "cpu" else torch.bfloat16
-        self.register_buffer("scale_zeros", scale_zeros.to(sz_dtype))
+        self.register_buffer("scale_zeros", scale_zeros.to(_ACT))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        x = x.reshape(-1, self.in_features).contiguous()
+        x = x.reshape(-1, self.in_features).to(_ACT).contiguous()
         if self.method == "int8":
             out = _aten._weight_int8pack_mm(x, self.qweight, self.scales)
         elif self.device.type == "cpu":
@@ -87,10 +88,8 @@ class QuantizedLinear(nn.Module):
                 x, self.qweight, self.group_size, self.scale_zeros
             )
         else:
-            out = _aten._weight_int4pack_mm(
-                x.to(torch.bfloat16), self.qweight, self.group_size, self.scale_zeros
-            ).to(x.dtype)
-        out = out[:, : self.out_features]
+            out = _aten._weight_int4pack_mm(x, self.qweight, self.group_size, self.scale_zeros)
+        out = out[:, : self.out_features].to(self.dtype)
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*shape[:-1], self.out_features)
