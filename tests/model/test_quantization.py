@@ -17,10 +17,11 @@ models show; the bounds leave about 2x margin on the errors and ~0.1 on agreemen
 from __future__ import annotations
 
 import pytest
+import torch
 from torch import nn
 
 from llmkit import LLM, EngineConfig, LoRARequest, SamplingParams
-from llmkit.model.layers.quant import QuantizedLinear
+from llmkit.model.layers.quant import DEQUANT_ROWS, QuantizedLinear
 
 PROMPTS = [
     {"prompt_token_ids": [(7 * i + 13 * j) % 800 + 10 for j in range(5 + 9 * i)]} for i in range(4)
@@ -127,3 +128,18 @@ def test_quantized_base_under_lora(model_factory, lora_factory):
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EngineConfig(model="demo", **kwargs)
+
+
+@pytest.mark.parametrize(("method", "weight_error"), [("int8", 0.02), ("int4", 0.3)])
+def test_prefill_and_decode_paths_agree(method, weight_error):
+    """Many rows (a prefill) run the dequantized weight through the model dtype's GEMM; few
+    rows (decodes) the packed kernel with bfloat16 activations: the same weight either way."""
+    torch.manual_seed(0)
+    linear = nn.Linear(256, 72, bias=True)  # 72 outputs: the kernel's padding to 80 too
+    layer = QuantizedLinear(linear, method, 64)
+    x = torch.randn(DEQUANT_ROWS, 256)
+    many = layer(x)
+    few = torch.cat([layer(x[i : i + 32]) for i in range(0, DEQUANT_ROWS, 32)])
+    # bfloat16 activations: ~3 significant digits over 256-term sums of magnitude ~1.
+    assert (many - few).abs().max() < 0.03
+    assert (many - linear(x)).abs().max() < weight_error

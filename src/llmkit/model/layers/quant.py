@@ -10,12 +10,17 @@ float32 matmul (measured on AVX2 at 32..256 rows), with bfloat16 they beat it.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 QUANTIZATIONS = ("int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128, 256)
 _aten = torch.ops.aten
 _ACT = torch.bfloat16
+# From this many rows (prefill) on CPU, dequantizing the weight and running the model
+# dtype's GEMM beats the packed kernels (2.1x slower than float32 GEMM on a 3578-row prefill
+# of the ~150M benchmark model); below it (decode) the kernels read 4-8x fewer bytes.
+DEQUANT_ROWS = 256
 
 
 def has_kernels(method: str, device: torch.device) -> bool:
@@ -29,6 +34,11 @@ def has_kernels(method: str, device: torch.device) -> bool:
 
 class QuantizedLinear(nn.Module):
     """``y = x W^T + b`` with ``W`` held as int8 or packed int4 (see the module docstring)."""
+
+    qweight: torch.Tensor
+    scales: torch.Tensor  # int8
+    scale_zeros: torch.Tensor  # int4: [in / group, out, 2]
+    codes: torch.Tensor  # int4 on CPU: two codes a byte, for dequantized()
 
     def __init__(self, linear: nn.Linear, method: str, group_size: int = 128) -> None:
         super().__init__()
@@ -71,6 +81,8 @@ class QuantizedLinear(nn.Module):
         scale_zeros = torch.stack([scales, zeros], dim=-1).transpose(0, 1).contiguous()
         if self.device.type == "cpu":
             packed = _aten._convert_weight_to_int4pack_for_cpu(q, 1)
+            # The kernel's layout is its own; keep the codes two to a byte for dequantizing.
+            self.register_buffer("codes", (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8))
         else:
             pairs = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
             tiles = next(t for t in (8, 4, 2, 1) if k % (t * 16) == 0)
@@ -78,9 +90,23 @@ class QuantizedLinear(nn.Module):
         self.register_buffer("qweight", packed)
         self.register_buffer("scale_zeros", scale_zeros.to(_ACT))
 
+    def dequantized(self) -> torch.Tensor:
+        """The weight ``[out, in]`` in the model's dtype, as the kernels see it (CPU)."""
+        if self.method == "int8":
+            return self.qweight.to(self.dtype) * self.scales.to(self.dtype)[:, None]
+        n, half = self.codes.shape
+        q = torch.stack([self.codes >> 4, self.codes & 15], dim=-1).view(n, -1, self.group_size)
+        scales, zeros = self.scale_zeros.to(self.dtype).transpose(0, 1).unbind(-1)
+        w = (q.to(self.dtype) - 8) * scales[..., None] + zeros[..., None]
+        return w.view(n, 2 * half)[: self.out_features]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        x = x.reshape(-1, self.in_features).to(_ACT).contiguous()
+        x = x.reshape(-1, self.in_features)
+        if self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
+            out = F.linear(x, self.dequantized(), self.bias)
+            return out.reshape(*shape[:-1], self.out_features)
+        x = x.to(_ACT).contiguous()
         if self.method == "int8":
             out = _aten._weight_int8pack_mm(x, self.qweight, self.scales)
         elif self.device.type == "cpu":
