@@ -11,6 +11,8 @@ _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "torch", "triton")
 _TASKS = ("auto", "generate", "embed")
 _MODALITIES = ("image",)
+_QUANTIZATIONS = ("int8", "int4")
+_INT4_GROUP_SIZES = (32, 64, 128, 256)
 _DEFAULT_IMAGE_LIMIT = 1
 
 
@@ -151,6 +153,22 @@ class EngineConfig:
             "(default: no limit)"
         },
     )
+    quantization: str | None = field(
+        default=None,
+        metadata={
+            "help": f"weight-only quantization of the linear layers at load time, one of "
+            f"{', '.join(_QUANTIZATIONS)} (torch's packed kernels; the lm_head and embeddings "
+            "stay in full precision); default: none"
+        },
+    )
+    quantization_group_size: int = field(
+        default=128,
+        metadata={
+            "help": "int4's group size: input columns sharing one scale and zero, one of "
+            + ", ".join(map(str, _INT4_GROUP_SIZES))
+            + " (capped at a layer's input size)"
+        },
+    )
     limit_mm_per_prompt: dict[str, int] | None = field(
         default=None,
         metadata={
@@ -192,6 +210,15 @@ class EngineConfig:
         if self.enable_lora and self.tensor_parallel_size > 1:
             # The LoRA slices are sized from the whole projection, not a rank's shard of it.
             raise ValueError("enable_lora does not work with tensor_parallel_size > 1 yet")
+        if self.quantization is not None:
+            _choice("quantization", self.quantization, _QUANTIZATIONS)
+            if self.tensor_parallel_size > 1:
+                raise ValueError("quantization does not work with tensor_parallel_size > 1 yet")
+        if self.quantization_group_size not in _INT4_GROUP_SIZES:
+            raise ValueError(
+                "quantization_group_size must be one of "
+                f"{', '.join(map(str, _INT4_GROUP_SIZES))}, got {self.quantization_group_size!r}"
+            )
         if self.max_queue_wait_s is not None and not self.max_queue_wait_s > 0:
             raise ValueError(f"max_queue_wait_s must be > 0, got {self.max_queue_wait_s}")
         if not self.cpu_kv_cache_gib > 0:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
+from torch import nn
 
 from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
+from llmkit.model.layers.quant import quantize_linears
 from llmkit.model.loader import load_model
 from llmkit.model.lora import LoRAModel
 from llmkit.model.lora_adapter import LoRAAdapter
@@ -86,6 +88,10 @@ class ModelRunner:
         self.dtype = resolve_dtype(config, hf_config, self.device)
         self.block_size = config.block_size
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp)
+        if config.quantization is not None:
+            quantize_linears(
+                cast(nn.Module, self.model), config.quantization, config.quantization_group_size
+            )
         self.lora = (
             LoRAModel(self.model, config.max_loras, config.max_lora_rank)
             if config.enable_lora

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from llmkit.model.layers.quant import QuantizedLinear
+
 
 class LoRABatch:
     """The step's adapter of each token, set once per step and read by every LoRALinear.
@@ -29,18 +31,26 @@ class LoRALinear(nn.Module):
     """
 
     def __init__(
-        self, base: nn.Linear, slices: list[int], batch: LoRABatch, slots: int, rank: int
+        self,
+        base: nn.Linear | QuantizedLinear,
+        slices: list[int],
+        batch: LoRABatch,
+        slots: int,
+        rank: int,
     ) -> None:
         super().__init__()
         self.base = base
         self.batch = batch
         self.slices = slices
         self.num_slots, self.rank = slots, rank
-        w = base.weight
+        if isinstance(base, QuantizedLinear):
+            dtype, device = base.dtype, base.device
+        else:
+            dtype, device = base.weight.dtype, base.weight.device
         self.lora_a = torch.zeros(
-            w.shape[1], len(slices) * slots * rank, dtype=w.dtype, device=w.device
+            base.in_features, len(slices) * slots * rank, dtype=dtype, device=device
         )
-        self.lora_b = [torch.zeros(slots * rank, n, dtype=w.dtype, device=w.device) for n in slices]
+        self.lora_b = [torch.zeros(slots * rank, n, dtype=dtype, device=device) for n in slices]
         self.filled = [False] * slots
 
     def load(self, slot: int, parts: list[tuple[torch.Tensor, torch.Tensor] | None]) -> None:

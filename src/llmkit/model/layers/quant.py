@@ -1,0 +1,146 @@
+"""Weight-only int8 / int4 linear layers on torch's own packed matmul kernels.
+
+The weights are quantized once from the loaded full-precision layer. int8: one symmetric
+scale per output channel. int4: asymmetric, a scale and a zero per group of ``group_size``
+input columns of each output channel. Activations enter the kernels in bfloat16 and leave in
+the model's dtype: with float32 inputs torch's CPU kernels take a path 8-40x slower than
+float32 matmul (measured on AVX2 at 32..256 rows), with bfloat16 they beat it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+QUANTIZATIONS = ("int8", "int4")
+INT4_GROUP_SIZES = (32, 64, 128, 256)
+_aten = torch.ops.aten
+_ACT = torch.bfloat16
+# From this many rows (prefill) on CPU, dequantizing the weight and running the model
+# dtype's GEMM beats the packed kernels (2.1x slower than float32 GEMM on a 3578-row prefill
+# of the ~150M benchmark model); below it (decode) the kernels read 4-8x fewer bytes.
+DEQUANT_ROWS = 256
+
+
+def has_kernels(method: str, device: torch.device) -> bool:
+    """Whether this torch build has the packed kernels of ``method`` on ``device``'s type."""
+    op = "_weight_int8pack_mm" if method == "int8" else "_weight_int4pack_mm"
+    if method == "int4" and device.type == "cpu":
+        op = "_weight_int4pack_mm_for_cpu"
+    key = "CUDA" if device.type == "cuda" else "CPU"
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", key))
+
+
+class QuantizedLinear(nn.Module):
+    """``y = x W^T + b`` with ``W`` held as int8 or packed int4 (see the module docstring)."""
+
+    qweight: torch.Tensor
+    scales: torch.Tensor  # int8
+    scale_zeros: torch.Tensor  # int4: [in / group, out, 2]
+    codes: torch.Tensor  # int4 on CPU: two codes a byte, for dequantized()
+
+    def __init__(self, linear: nn.Linear, method: str, group_size: int = 128) -> None:
+        super().__init__()
+        weight = linear.weight.detach()
+        self.method = method
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.dtype, self.device = weight.dtype, weight.device
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach())
+        if method == "int8":
+            self._int8(weight.float())
+        elif method == "int4":
+            self._int4(weight.float(), group_size)
+        else:
+            raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}")
+
+    def _int8(self, w: torch.Tensor) -> None:
+        scales = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
+        q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)
+        self.register_buffer("qweight", q)
+        self.register_buffer("scales", scales.to(_ACT))
+
+    def _int4(self, w: torch.Tensor, group_size: int) -> None:
+        k = self.in_features
+        self.group_size = group = min(group_size, k)
+        if group not in INT4_GROUP_SIZES or k % group:
+            raise ValueError(
+                f"int4 quantization needs each linear layer's input size to be a multiple of a "
+                f"group size in {INT4_GROUP_SIZES}; a layer has {k} inputs and group size {group}"
+            )
+        # The packed kernels take output channels in multiples of 16: pad with zero rows.
+        n = -(-self.out_features // 16) * 16
+        w = torch.cat([w, w.new_zeros(n - self.out_features, k)])
+        groups = w.view(n, k // group, group)
+        low, high = groups.amin(dim=-1), groups.amax(dim=-1)
+        scales = ((high - low) / 15).clamp(min=1e-6)
+        q = torch.round((groups - low[..., None]) / scales[..., None]).clamp(0, 15)
+        q = q.to(torch.int32).view(n, k)
+        # The kernels compute (q - 8) * scale + zero, so zero is the value of q = 8.
+        zeros = low + 8 * scales
+        scale_zeros = torch.stack([scales, zeros], dim=-1).transpose(0, 1).contiguous()
+        if self.device.type == "cpu":
+            packed = _aten._convert_weight_to_int4pack_for_cpu(q, 1)
+            # The kernel's layout is its own; keep the codes two to a byte for dequantizing.
+            self.register_buffer("codes", (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8))
+        else:
+            pairs = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
+            tiles = next(t for t in (8, 4, 2, 1) if k % (t * 16) == 0)
+            packed = _aten._convert_weight_to_int4pack(pairs, tiles)
+        self.register_buffer("qweight", packed)
+        self.register_buffer("scale_zeros", scale_zeros.to(_ACT))
+
+    def dequantized(self) -> torch.Tensor:
+        """The weight ``[out, in]`` in the model's dtype, as the kernels see it (CPU)."""
+        if self.method == "int8":
+            return self.qweight.to(self.dtype) * self.scales.to(self.dtype)[:, None]
+        n, half = self.codes.shape
+        q = torch.stack([self.codes >> 4, self.codes & 15], dim=-1).view(n, -1, self.group_size)
+        scales, zeros = self.scale_zeros.to(self.dtype).transpose(0, 1).unbind(-1)
+        w = (q.to(self.dtype) - 8) * scales[..., None] + zeros[..., None]
+        return w.view(n, 2 * half)[: self.out_features]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, self.in_features)
+        if self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
+            out = F.linear(x, self.dequantized(), self.bias)
+            return out.reshape(*shape[:-1], self.out_features)
+        x = x.to(_ACT).contiguous()
+        if self.method == "int8":
+            out = _aten._weight_int8pack_mm(x, self.qweight, self.scales)
+        elif self.device.type == "cpu":
+            out = _aten._weight_int4pack_mm_for_cpu(
+                x, self.qweight, self.group_size, self.scale_zeros
+            )
+        else:
+            out = _aten._weight_int4pack_mm(x, self.qweight, self.group_size, self.scale_zeros)
+        out = out[:, : self.out_features].to(self.dtype)
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features}, {self.out_features}, {self.method}"
+
+
+def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> int:
+    """Replace the model's linear layers, except its lm_head, by QuantizedLinear; returns
+    how many were replaced. Embeddings and the head stay in full precision: on the test and
+    benchmark shapes the head is a small share of the work, and it sets every logit."""
+    device = next(model.parameters()).device
+    if not has_kernels(method, device):
+        raise ValueError(
+            f"quantization={method!r} needs torch's packed {method} kernels, which this torch "
+            f"build lacks on {device.type}"
+        )
+    head = getattr(model, "lm_head", None)
+    targets = [
+        (parent, name, child)
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if isinstance(child, nn.Linear) and child is not head and name != "lm_head"
+    ]
+    for parent, name, child in targets:
+        setattr(parent, name, QuantizedLinear(child, method, group_size))
+    return len(targets)
