@@ -13,9 +13,10 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
@@ -113,18 +114,29 @@ def resolve_model(name: str, cache_dir: Path | None = None) -> str:
 
 def build_model(path: str | os.PathLike, spec: ModelSpec = ModelSpec()) -> Path:
     """Write the model for ``spec`` to ``path`` unless it is already there; return the path."""
+
+    def write(tmp: Path) -> None:
+        tokenizer = _tokenizer()
+        tokenizer.save_pretrained(tmp)
+        _model(spec, len(tokenizer), tokenizer).save_pretrained(tmp, safe_serialization=True)
+
+    return build_once(path, asdict(spec), write)
+
+
+def build_once(
+    path: str | os.PathLike, spec: dict[str, Any], write: Callable[[Path], None]
+) -> Path:
+    """``write`` a model folder for ``spec`` to ``path`` unless one is already there."""
     path = Path(path)
     marker = path / "llmkit_spec.json"
-    wanted = json.dumps(asdict(spec), sort_keys=True)
+    wanted = json.dumps(spec, sort_keys=True)
     if marker.exists() and marker.read_text() == wanted:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     # Build beside the target and rename, so concurrent builders never see half a model.
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
     try:
-        tokenizer = _tokenizer()
-        tokenizer.save_pretrained(tmp)
-        _model(spec, len(tokenizer), tokenizer).save_pretrained(tmp, safe_serialization=True)
+        write(tmp)
         (tmp / "llmkit_spec.json").write_text(wanted)
         if path.exists():
             shutil.rmtree(path)

@@ -8,15 +8,12 @@ that writes ``<image>`` for each image part, so llmkit and transformers both loa
 from __future__ import annotations
 
 import copy
-import json
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from llmkit.model.demo import ModelSpec, _tokenizer
+from llmkit.model.demo import ModelSpec, _tokenizer, build_once
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -54,22 +51,7 @@ class LlavaSpec:
 
 def build_llava(path: str | os.PathLike, spec: LlavaSpec = LlavaSpec()) -> Path:
     """Write the LLaVA for ``spec`` to ``path`` unless it is already there; return the path."""
-    path = Path(path)
-    marker = path / "llmkit_spec.json"
-    wanted = json.dumps(asdict(spec), sort_keys=True)
-    if marker.exists() and marker.read_text() == wanted:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
-    try:
-        _write(tmp, spec)
-        (tmp / "llmkit_spec.json").write_text(wanted)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return path
+    return build_once(path, asdict(spec), lambda tmp: _write(tmp, spec))
 
 
 def llava_tokenizer() -> PreTrainedTokenizerFast:
