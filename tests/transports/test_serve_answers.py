@@ -59,6 +59,21 @@ def test_the_response_role_names_the_message_and_the_first_delta(answers_server)
     assert events[0]["choices"][0]["delta"] == {"role": "narrator", "content": ""}
 
 
+def test_without_a_generation_prompt_the_reply_continues_the_last_role(answers_server):
+    """As vLLM: the response role is the server's only where a generation prompt opens a turn."""
+    body = {
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "so"}],
+        "max_tokens": 3,
+        "add_generation_prompt": False,
+        "continue_final_message": True,
+    }
+    with answers_server.http(api_key=None) as http:
+        message = http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]
+        events = _events(http.post("/v1/chat/completions", json={**body, "stream": True}))
+    assert message["role"] == "assistant"
+    assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+
+
 def test_logprob_tokens_are_token_ids(answers_server):
     with answers_server.http(api_key=None) as http:
         completion = http.post(

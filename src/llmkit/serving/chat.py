@@ -45,6 +45,7 @@ class ChatJob(GenerationJob):
     top_logprobs: int
     echo_text: str | None
     tools: ToolPlan
+    role: str  # of the reply: the server's response role, or the turn being continued
 
     def extractor(self, ctx: ServingContext) -> Extractor | None:
         """A choice's reasoning and tool-call extraction; None if the server and request
@@ -167,6 +168,7 @@ def prepare_chat(
         top_logprobs=top_logprobs,
         echo_text=echo_text,
         tools=tools,
+        role=ctx.options.response_role if req.add_generation_prompt else conversation[-1]["role"],
     )
 
 
@@ -196,9 +198,7 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
                     ctx.options.return_tokens_as_token_ids,
                 )
             )
-        message = ChatResponseMessage(
-            role=ctx.options.response_role, content=(job.echo_text or "") + choice.text
-        )
+        message = ChatResponseMessage(role=job.role, content=(job.echo_text or "") + choice.text)
         finish_reason = choice.finish_reason
         extractor = job.extractor(ctx)
         if extractor is not None:
@@ -248,9 +248,7 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
             started = True
             for index in range(job.params.n):
                 await send(
-                    ChatStreamChoice(
-                        index=index, delta=DeltaMessage(role=ctx.options.response_role, content="")
-                    )
+                    ChatStreamChoice(index=index, delta=DeltaMessage(role=job.role, content=""))
                 )
                 if job.echo_text:
                     await send(

@@ -17,7 +17,8 @@ class ServingOptions:
     chat template: ``"string"`` joins the text parts into one string, ``"openai"`` passes
     ``[{"type": "text", "text": ...}, ...]`` (string content too), ``"auto"`` picks
     ``"openai"`` when the template loops over a message's content.
-    ``response_role``: the role of the generated message and of the first stream delta.
+    ``response_role``: the role of the generated message and of the first stream delta
+    (where the request adds a generation prompt; else the last message's role, as vLLM).
     ``return_tokens_as_token_ids``: logprob tokens read ``token_id:N``, for tokens that
     do not survive decoding on their own.
     ``force_include_usage``: every stream ends with a usage chunk, asked for or not.
