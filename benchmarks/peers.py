@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import torch
 from profile_step import SPEC_150M
 
 from llmkit import LLM, SamplingParams
+from llmkit.bench.workload import Jobs, token_jobs
 from llmkit.model.demo import DEMO_SPEC, ModelSpec, build_model, default_cache_dir
 
 SIDE = Path(__file__).with_name("llama_cpp_side.py")
@@ -41,19 +41,10 @@ SHAPES: dict[str, tuple[ModelSpec, int, tuple[int, int], tuple[int, int]]] = {
 NEAR_TIE = 1e-3
 PAIRS = {"fp32": (None, "f32"), "int8": ("int8", "q8_0"), "int4": ("int4", "q4_0")}
 
-Jobs = list[tuple[list[int], int]]
-
 
 def workload(shape: str, vocab: int, seed: int = 0) -> Jobs:
-    _, n, (p_lo, p_hi), (o_lo, o_hi) = SHAPES[shape]
-    rng = random.Random(seed)
-    return [
-        (
-            [rng.randrange(10, vocab) for _ in range(rng.randint(p_lo, p_hi))],
-            rng.randint(o_lo, o_hi),
-        )
-        for _ in range(n)
-    ]
+    _, n, prompt_len, output_len = SHAPES[shape]
+    return token_jobs(n, vocab, prompt_len, output_len, seed)
 
 
 def run_llmkit(model: str, jobs: Jobs, quantization: str | None) -> tuple[float, list[list[int]]]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections import defaultdict
 
@@ -24,6 +23,7 @@ import torch
 from torch import nn
 
 from llmkit import LLM, SamplingParams
+from llmkit.bench.workload import token_jobs
 from llmkit.model import runner as runner_module
 from llmkit.model.demo import ModelSpec, build_model, default_cache_dir
 from llmkit.model.layers.quant import QuantizedLinear
@@ -141,11 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     path = build_model(default_cache_dir() / "bench-150m", SPEC_150M)
     vocab = json.loads((path / "config.json").read_text())["vocab_size"]
-    rng = random.Random(0)
-    prompts = [
-        {"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(rng.randint(16, 256))]}
-        for _ in range(args.batch)
-    ]
+    prompts = [{"prompt_token_ids": p} for p, _ in token_jobs(args.batch, vocab, (16, 256))]
     budget = sum(len(p["prompt_token_ids"]) for p in prompts)
     kwargs = {"quantization": args.quantization} if args.quantization else {}
     llm = LLM(str(path), max_num_batched_tokens=max(budget, 2048), **kwargs)

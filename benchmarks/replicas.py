@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import time
 
 import ray
 
 from llmkit import EngineConfig, SamplingParams
+from llmkit.bench.workload import token_jobs
 from llmkit.distributed.ray import ReplicaGroup
 from llmkit.model.demo import resolve_model
 from llmkit.model.loader import load_hf_config
@@ -54,10 +54,8 @@ def main() -> None:
     args = parser.parse_args()
     model = resolve_model(args.model)
     vocab = load_hf_config(model).vocab_size
-    rng = random.Random(0)
-    jobs = [
-        [rng.randrange(10, vocab) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
-    ]
+    length = (args.prompt_len, args.prompt_len)
+    jobs = [p for p, _ in token_jobs(args.num_requests, vocab, length)]
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False)
     try:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import random
 import time
 
 import torch
 
 from llmkit import LLM, SamplingParams
+from llmkit.bench.workload import token_jobs
 from llmkit.distributed.group import join_group, make_group, open_store
 from llmkit.model.demo import resolve_model
 from llmkit.model.loader import load_hf_config
@@ -135,10 +135,8 @@ def main() -> None:
     args = parser.parse_args()
     model = resolve_model(args.model)
     vocab = load_hf_config(model).vocab_size
-    rng = random.Random(0)
-    jobs = [
-        [rng.randrange(10, vocab) for _ in range(args.prompt_len)] for _ in range(args.num_requests)
-    ]
+    length = (args.prompt_len, args.prompt_len)
+    jobs = [p for p, _ in token_jobs(args.num_requests, vocab, length)]
     torch.set_num_threads(1)
     one = run(model, 1, jobs, args.max_tokens)
     two = run(model, 2, jobs, args.max_tokens)

@@ -10,21 +10,17 @@ outside the model forward (engine overhead).
 from __future__ import annotations
 
 import argparse
-import random
 import time
 
 import torch
 
 from llmkit import LLM, SamplingParams
+from llmkit.bench.workload import Jobs, token_jobs
 from llmkit.model.demo import resolve_model
 
 
-def workload(n: int, vocab: int, seed: int = 0) -> list[tuple[list[int], int]]:
-    rng = random.Random(seed)
-    return [
-        ([rng.randrange(10, vocab) for _ in range(rng.randint(16, 256))], rng.randint(16, 256))
-        for _ in range(n)
-    ]
+def workload(n: int, vocab: int, seed: int = 0) -> Jobs:
+    return token_jobs(n, vocab, (16, 256), (16, 256), seed)
 
 
 def gemm_rate() -> float:

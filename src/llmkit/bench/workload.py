@@ -1,5 +1,5 @@
-"""The benchmarks' workload (random prompts of a few words), its flags, and a line naming the
-machine."""
+"""The benchmarks' workloads (prompts of random words, random token-id jobs), their flags,
+and a line naming the machine."""
 
 from __future__ import annotations
 
@@ -53,6 +53,26 @@ class Workload:
     def prompts(self, count: int) -> list[str]:
         rng = random.Random(self.seed)
         return [" ".join(rng.choices(_WORDS, k=self.input_words)) for _ in range(count)]
+
+
+Jobs = list[tuple[list[int], int]]
+
+
+def token_jobs(
+    count: int,
+    vocab: int,
+    prompt_len: tuple[int, int],
+    output_len: tuple[int, int] | None = None,
+    seed: int = 0,
+) -> Jobs:
+    """``count`` (prompt token ids, output length) pairs: ids drawn from 10 up (past the
+    special tokens), lengths uniform in the inclusive ranges; output length 0 without one."""
+    rng = random.Random(seed)
+    jobs = []
+    for _ in range(count):
+        prompt = [rng.randrange(10, vocab) for _ in range(rng.randint(*prompt_len))]
+        jobs.append((prompt, rng.randint(*output_len) if output_len else 0))
+    return jobs
 
 
 def machine() -> str:
