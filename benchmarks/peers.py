@@ -2,9 +2,10 @@
 
     python benchmarks/peers.py --peer-python PEER_VENV/bin/python \
         --converter LLAMA_CPP_SRC/convert_hf_to_gguf.py [--shapes small,150m,long] \
-        [--pairs fp32,int8,int4] [--threads 2]
+        [--pairs fp32,int8,w8a8,int4] [--threads 2]
 
-Pairs: llmkit float32 vs llama.cpp f32, llmkit int8 vs q8_0, llmkit int4 vs q4_0. The GGUFs
+Pairs: llmkit float32 vs llama.cpp f32, llmkit int8 (weight-only) and w8a8 vs q8_0 (whose
+matmuls quantize activations to 8 bits too), llmkit int4 vs q4_0. The GGUFs
 are made from each random-weight model by llama.cpp's converter (f32) and quantizer; the
 llama.cpp side runs in ``--peer-python`` (an interpreter with llama-cpp-python, built from
 source with native CPU flags, see RESULTS.md) through benchmarks/llama_cpp_side.py, every
@@ -39,7 +40,12 @@ SHAPES: dict[str, tuple[ModelSpec, int, tuple[int, int], tuple[int, int]]] = {
     "long": (DEMO_SPEC, 32, (768, 1536), (64, 256)),
 }
 NEAR_TIE = 1e-3
-PAIRS = {"fp32": (None, "f32"), "int8": ("int8", "q8_0"), "int4": ("int4", "q4_0")}
+PAIRS = {
+    "fp32": (None, "f32"),
+    "int8": ("int8", "q8_0"),
+    "w8a8": ("w8a8", "q8_0"),
+    "int4": ("int4", "q4_0"),
+}
 
 
 def workload(shape: str, vocab: int, seed: int = 0) -> Jobs:
@@ -125,7 +131,7 @@ def main() -> None:
     parser.add_argument("--peer-python", required=True, help="an interpreter with llama_cpp")
     parser.add_argument("--converter", required=True, help="llama.cpp's convert_hf_to_gguf.py")
     parser.add_argument("--shapes", default="small,150m,long")
-    parser.add_argument("--pairs", default="fp32,int8,int4")
+    parser.add_argument("--pairs", default="fp32,int8,w8a8,int4")
     parser.add_argument(
         "--peer-mode",
         choices=("default", "exact"),

@@ -11,7 +11,7 @@ _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "torch", "triton")
 _TASKS = ("auto", "generate", "embed")
 _MODALITIES = ("image",)
-_QUANTIZATIONS = ("int8", "int4")
+_QUANTIZATIONS = ("int8", "int4", "w8a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 _DEFAULT_IMAGE_LIMIT = 1
 
@@ -156,9 +156,10 @@ class EngineConfig:
     quantization: str | None = field(
         default=None,
         metadata={
-            "help": f"weight-only quantization of the linear layers at load time, one of "
-            f"{', '.join(_QUANTIZATIONS)} (torch's packed kernels; the lm_head and embeddings "
-            "stay in full precision); default: none"
+            "help": "quantize the linear layers at load time: int8 or int4 weight-only "
+            "(torch's packed kernels: less memory), or w8a8, int8 weights and per-token int8 "
+            "activations (fbgemm, CPU: less memory and faster); the lm_head and embeddings "
+            "stay in full precision; default: none"
         },
     )
     quantization_group_size: int = field(
