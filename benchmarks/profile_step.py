@@ -1,9 +1,10 @@
 """Where one engine step's time goes: linear layers, attention, sampling, batch building.
 
-    python benchmarks/profile_step.py [--batch 32] [--quantization int8]
+    python benchmarks/profile_step.py [--shape 150m|long] [--batch 32] [--quantization int8]
 
-Builds the ~150M-parameter shape of issue 18 (hidden 1024, 12 layers, GQA 16/4, MLP 2816),
-queues ``--batch`` requests (prompts 16..256 tokens) and runs them through ``LLM.generate``
+Builds the ~150M-parameter shape of issue 18 (hidden 1024, 12 layers, GQA 16/4, MLP 2816;
+prompts 16..256 tokens) or its long-prompt shape (the demo model, prompts 768..1536),
+queues ``--batch`` requests and runs them through ``LLM.generate``
 with a token budget that prefills all of them in the first step. Timing hooks split that
 prefill step and the decode steps that follow (all ``--batch`` sequences, one token each)
 into: linear layers, attention (KV write + attention), the rest of the model (norms, rope,
@@ -25,7 +26,8 @@ from torch import nn
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import token_jobs
 from llmkit.model import runner as runner_module
-from llmkit.model.demo import ModelSpec, build_model, default_cache_dir
+from llmkit.model.demo import DEMO_SPEC, ModelSpec, build_model, default_cache_dir
+from llmkit.model.layers.packed import PackedLinear
 from llmkit.model.layers.quant import QuantizedLinear
 
 SPEC_150M = ModelSpec(
@@ -36,6 +38,11 @@ SPEC_150M = ModelSpec(
     intermediate_size=2816,
     max_position_embeddings=4096,
 )
+# name: (model, folder, prompt lengths)
+SHAPES = {
+    "150m": (SPEC_150M, "bench-150m", (16, 256)),
+    "long": (DEMO_SPEC, "bench-demo", (768, 1536)),
+}
 
 
 class Timers:
@@ -71,7 +78,7 @@ def instrument(llm: LLM, timers: Timers) -> list[tuple[int, int, dict[str, float
     model = runner.model
     head = getattr(model, "lm_head", None)
     for module in model.modules():
-        if isinstance(module, nn.Linear | QuantizedLinear) and module is not head:
+        if isinstance(module, nn.Linear | PackedLinear | QuantizedLinear) and module is not head:
             timers.hook_module("linear", module)
     timers.hook_module("model", model)
     backend = runner.backend
@@ -135,13 +142,15 @@ def report(title: str, steps: list[tuple[int, int, dict[str, float]]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=SHAPES, default="150m")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--decode-steps", type=int, default=16)
     parser.add_argument("--quantization", default=None)
     args = parser.parse_args()
-    path = build_model(default_cache_dir() / "bench-150m", SPEC_150M)
+    spec, folder, prompt_len = SHAPES[args.shape]
+    path = build_model(default_cache_dir() / folder, spec)
     vocab = json.loads((path / "config.json").read_text())["vocab_size"]
-    prompts = [{"prompt_token_ids": p} for p, _ in token_jobs(args.batch, vocab, (16, 256))]
+    prompts = [{"prompt_token_ids": p} for p, _ in token_jobs(args.batch, vocab, prompt_len)]
     budget = sum(len(p["prompt_token_ids"]) for p in prompts)
     kwargs = {"quantization": args.quantization} if args.quantization else {}
     llm = LLM(str(path), max_num_batched_tokens=max(budget, 2048), **kwargs)
@@ -150,8 +159,10 @@ def main() -> None:
     steps = instrument(llm, Timers())
     llm.generate(prompts, params, use_tqdm=False)
     print(
-        f"~150M model (hidden 1024, 12 layers, GQA 16/4, MLP 2816), batch {args.batch}, "
-        f"quantization {args.quantization}; torch threads {torch.get_num_threads()}"
+        f"shape {args.shape} (hidden {spec.hidden_size}, {spec.num_layers} layers, GQA "
+        f"{spec.num_heads}/{spec.num_kv_heads}, MLP {spec.intermediate_size}), prompts "
+        f"{prompt_len[0]}..{prompt_len[1]}, batch {args.batch}, quantization "
+        f"{args.quantization}; torch threads {torch.get_num_threads()}"
     )
     report("prefill step", [s for s in steps if s[0] > s[1]][:1])
     report("decode step (mean)", [s for s in steps if s[0] == s[1] == args.batch])

@@ -92,6 +92,14 @@ class EngineConfig:
         default=2.0,
         metadata={"help": "the KV cache's size in GiB when the model runs on CPU"},
     )
+    cpu_keep_freed_memory: bool = field(
+        default=True,
+        metadata={
+            "help": "on CPU (glibc), keep freed memory in the process for the next step's "
+            "tensors instead of giving it back to the system, which zero-fills it again on "
+            "the next use (a process-wide mallopt; see llmkit.model.cpu_memory)"
+        },
+    )
     tensor_parallel_size: int = field(
         default=1,
         metadata={

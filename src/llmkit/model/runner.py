@@ -12,6 +12,8 @@ from torch import nn
 from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
+from llmkit.model.cpu_memory import keep_freed_memory
+from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import quantize_linears
 from llmkit.model.loader import load_model
 from llmkit.model.lora import LoRAModel
@@ -87,6 +89,8 @@ class ModelRunner:
         self.device = resolve_device(config)
         self.dtype = resolve_dtype(config, hf_config, self.device)
         self.block_size = config.block_size
+        if self.device.type == "cpu" and config.cpu_keep_freed_memory:
+            keep_freed_memory()
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp)
         if config.quantization is not None:
             quantize_linears(
@@ -97,6 +101,8 @@ class ModelRunner:
             if config.enable_lora
             else None
         )
+        if can_pack(self.device, self.dtype):
+            pack_linears(cast(nn.Module, self.model))
         backend = config.attention_backend
         if backend == "auto":
             backend = "triton" if self.device.type == "cuda" else "torch"

@@ -7,6 +7,7 @@ and reused by every layer.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +18,9 @@ from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
 # Measured on a 2-core CPU (64 decodes, contexts 16..512): 8 per group costs a quarter
 # of one padded batch; larger groups spill the gathered K/V out of cache.
 _DECODE_GROUP = 8
+# Queries per matmul in a prefill chunk's attention: scores of [heads, 128, context] stay in
+# cache; 128 and 256 measured alike, 1150 (all at once) 3x slower on a 1150-token prompt.
+_QUERY_CHUNK = 128
 
 
 @dataclass
@@ -98,17 +102,15 @@ class TorchAttentionBackend(AttentionBackend):
             # prepares each step: plan this metadata now, once, for the calls after.
             plan = self._plan = _TorchPlan.make(meta, block_size, query.dtype)
         out = torch.empty_like(query)
+        num_kv_heads = k_cache.shape[2]
         for group in plan.decode_groups:
             k, v = _gather_padded(k_cache, v_cache, group)
-            o = F.scaled_dot_product_attention(
-                query[group.rows].unsqueeze(2),
-                k,
-                v,
-                attn_mask=group.mask,
-                scale=scale,
-                enable_gqa=True,
-            )
-            out.index_copy_(0, group.rows, o.squeeze(2))
+            # The query heads of one KV head are that head's queries: no K/V repeat for GQA
+            # (1.1-1.9x faster than SDPA's enable_gqa here).
+            q = query[group.rows]
+            q = q.view(q.shape[0], num_kv_heads, -1, q.shape[-1])
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=group.mask, scale=scale)
+            out.index_copy_(0, group.rows, o.flatten(1, 2))
         starts = meta.query_start_loc_host
         for i in plan.prefills:
             rows = slice(starts[i], starts[i + 1])
@@ -167,18 +169,37 @@ def _gather_context(
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
 ) -> torch.Tensor:
-    """``q`` ``[Q, H_q, D]`` are the last Q positions of ``k``/``v`` ``[L, H_kv, D]``."""
-    q_len, ctx_len = q.shape[0], k.shape[0]
-    mask = None
-    if causal:
-        q_pos = torch.arange(ctx_len - q_len, ctx_len, device=q.device)
-        mask = torch.arange(ctx_len, device=q.device)[None, :] <= q_pos[:, None]
-    o = F.scaled_dot_product_attention(
-        q.transpose(0, 1),
-        k.transpose(0, 1),
-        v.transpose(0, 1),
-        attn_mask=mask,
-        scale=scale,
-        enable_gqa=True,
-    )
-    return o.transpose(0, 1)
+    """``q`` ``[Q, H_q, D]`` are the last Q positions of ``k``/``v`` ``[L, H_kv, D]``.
+
+    Plain batched matmuls over ``_QUERY_CHUNK`` queries at a time, each against only the
+    keys its last query sees: a causal prefill does half the work of a full one, and the
+    scores stay small. The query heads that share a KV head are stacked into one matmul,
+    so GQA copies no K/V. On a 2-core CPU this is 1.5-4.5x faster than SDPA's flash kernel
+    (which computes the masked half too) from 200 to 4000 tokens.
+    """
+    q_len, num_heads, head_dim = q.shape
+    ctx_len, num_kv_heads = k.shape[:2]
+    group = num_heads // num_kv_heads
+    keys = k.permute(1, 2, 0)  # [H_kv, D, L]
+    values = v.transpose(0, 1)  # [H_kv, L, D]
+    queries = q.view(q_len, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)
+    out = q.new_empty(q_len, num_kv_heads, group, head_dim)
+    for start in range(0, q_len, _QUERY_CHUNK):
+        end = min(q_len, start + _QUERY_CHUNK)
+        rows = end - start
+        seen = ctx_len - q_len + end if causal else ctx_len  # keys the chunk's last query sees
+        chunk = queries[:, :, start:end].reshape(num_kv_heads, group * rows, head_dim)
+        scores = torch.bmm(chunk, keys[:, :, :seen]).view(num_kv_heads, group, rows, seen)
+        scores.mul_(scale)
+        if causal:  # the chunk's own keys: query i sees key j <= i
+            scores[..., seen - rows :] += _future_mask(rows, scores.dtype, scores.device)
+        probs = scores.float().softmax(-1).to(q.dtype)
+        o = torch.bmm(probs.view(num_kv_heads, group * rows, seen), values[:, :seen])
+        out[start:end] = o.view(num_kv_heads, group, rows, head_dim).permute(2, 0, 1, 3)
+    return out.view(q_len, num_heads, head_dim)
+
+
+@functools.cache
+def _future_mask(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``[size, size]`` additive: ``-inf`` where the key comes after the query."""
+    return torch.full((size, size), float("-inf"), dtype=dtype, device=device).triu(1)
