@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.model.layers.parallel_linear import RowParallelLinear
+from llmkit.model.layers.swap import replace_linears
 from llmkit.model.parallel import TensorParallel
 
 # From this many rows on, MKL's GEMM on the plain weight beats oneDNN's packed matmul
@@ -60,15 +61,5 @@ class PackedLinear(nn.Module):
 
 
 def pack_linears(model: nn.Module) -> int:
-    """Replace the model's float32 ``nn.Linear`` layers (those inside LoRA wrappers too, not
-    the lm_head, whose weight may be the embeddings') by PackedLinear; returns how many."""
-    head = getattr(model, "lm_head", None)
-    targets = [
-        (parent, name, child)
-        for parent in model.modules()
-        for name, child in parent.named_children()
-        if isinstance(child, nn.Linear) and child is not head and name != "lm_head"
-    ]
-    for parent, name, child in targets:
-        setattr(parent, name, PackedLinear(child))
-    return len(targets)
+    """Replace the model's float32 linear layers but its lm_head by PackedLinear."""
+    return replace_linears(model, PackedLinear)

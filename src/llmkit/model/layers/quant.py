@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from llmkit.model.layers.swap import replace_linears
+
 QUANTIZATIONS = ("int8", "int4", "w8a8")
 INT4_GROUP_SIZES = (32, 64, 128, 256)
 _aten = torch.ops.aten
@@ -198,13 +200,4 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> in
             f"quantization={method!r} needs torch's {method} kernels, which this torch "
             f"build lacks on {device.type}"
         )
-    head = getattr(model, "lm_head", None)
-    targets = [
-        (parent, name, child)
-        for parent in model.modules()
-        for name, child in parent.named_children()
-        if isinstance(child, nn.Linear) and child is not head and name != "lm_head"
-    ]
-    for parent, name, child in targets:
-        setattr(parent, name, QuantizedLinear(child, method, group_size))
-    return len(targets)
+    return replace_linears(model, lambda linear: QuantizedLinear(linear, method, group_size))
