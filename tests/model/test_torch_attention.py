@@ -2,7 +2,8 @@
 
 The torch backend is the reference the Triton kernels and the engine's HF parity rest on; here
 it meets the definition directly, on steps whose prefills span several query chunks (with and
-without cached context), whose decodes form several length-sorted groups, and with GQA.
+without cached context), whose decodes form several length-sorted groups, and with GQA; and
+so does the C decode kernel (float32 on CPU) that replaces the decode groups where it builds.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import random
 import pytest
 import torch
 
-from llmkit.model.attention import AttentionMetadata
+from llmkit.model.attention import AttentionMetadata, paged_decode_cpu
 from llmkit.model.attention.torch import _QUERY_CHUNK, TorchAttentionBackend
 
 BLOCK = 16
@@ -33,7 +34,10 @@ def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> to
     ("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"]
 )
 @pytest.mark.parametrize(("kv_heads", "group", "head_dim"), [(2, 4, 64), (3, 1, 32)])
-def test_step_matches_attention_by_definition(dtype, tolerance, kv_heads, group, head_dim):
+@pytest.mark.parametrize("decode_kernel", [True, False], ids=["kernel", "torch"])
+def test_step_matches_attention_by_definition(
+    dtype, tolerance, kv_heads, group, head_dim, decode_kernel
+):
     rng = random.Random(0)
     torch.manual_seed(0)
     # (cached tokens, new tokens): prefills over 1-3 query chunks, one after cached context,
@@ -54,7 +58,7 @@ def test_step_matches_attention_by_definition(dtype, tolerance, kv_heads, group,
     queries = [torch.randn(n, kv_heads * group, head_dim).to(dtype) for _, n in steps]
     k_cache = torch.zeros(num_blocks, BLOCK, kv_heads, head_dim, dtype=dtype)
     v_cache = torch.zeros_like(k_cache)
-    backend = TorchAttentionBackend()
+    backend = TorchAttentionBackend(decode_kernel)
     slots = torch.cat(
         [
             tables[i].long().repeat_interleave(BLOCK)[:s] * BLOCK + torch.arange(s) % BLOCK
@@ -77,6 +81,9 @@ def test_step_matches_attention_by_definition(dtype, tolerance, kv_heads, group,
     )
     scale = head_dim**-0.5
     backend.prepare(meta, BLOCK, dtype)
+    assert backend._plan is not None
+    kernel = decode_kernel and dtype == torch.float32 and paged_decode_cpu.load() is not None
+    assert (backend._plan.kernel_decodes is not None) == kernel
     out = backend.forward(torch.cat(queries), k_cache, v_cache, meta, scale)
     assert out.dtype == dtype
     for i, q in enumerate(queries):
@@ -84,3 +91,28 @@ def test_step_matches_attention_by_definition(dtype, tolerance, kv_heads, group,
         got = out[starts[i] : starts[i + 1]].double()
         err = ((got - want).abs().max() / want.abs().max()).item()
         assert err < tolerance, f"request {i} {steps[i]}: relative error {err:.1e}"
+
+
+def test_without_a_compiler_the_torch_path_runs(monkeypatch, tmp_path):
+    """No C compiler (or a broken one): load() says so and the backend keeps its torch ops."""
+    paged_decode_cpu.load.cache_clear()
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    try:
+        assert paged_decode_cpu.load() is None
+        meta = AttentionMetadata(
+            query_start_loc=torch.tensor([0, 1, 2], dtype=torch.int32),
+            seq_lens=torch.tensor([3, 5], dtype=torch.int32),
+            block_tables=torch.tensor([[0], [1]], dtype=torch.int32),
+            slot_mapping=torch.tensor([2, 20], dtype=torch.long),
+            max_query_len=1,
+            max_seq_len=5,
+            query_start_loc_host=[0, 1, 2],
+            seq_lens_host=[3, 5],
+        )
+        backend = TorchAttentionBackend()
+        backend.prepare(meta, BLOCK, torch.float32)
+        assert backend._plan is not None and backend._plan.kernel_decodes is None
+        assert len(backend._plan.decode_groups) == 1
+    finally:
+        paged_decode_cpu.load.cache_clear()

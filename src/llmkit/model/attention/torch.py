@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from llmkit.model.attention import paged_decode_cpu
 from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
 
 # Measured on a 2-core CPU (64 decodes, contexts 16..512): 8 per group costs a quarter
@@ -41,36 +42,60 @@ class _TorchPlan:
     dtype: torch.dtype
     decode_groups: list[_DecodeGroup]
     prefills: list[int]  # requests attended one by one
+    kernel_decodes: tuple[torch.Tensor, torch.Tensor] | None  # (requests, rows) for the kernel
 
     @classmethod
-    def make(cls, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> _TorchPlan:
+    def make(
+        cls, meta: AttentionMetadata, block_size: int, dtype: torch.dtype, kernel: bool = False
+    ) -> _TorchPlan:
         starts, lens = meta.query_start_loc_host, meta.seq_lens_host
         q_lens = [starts[i + 1] - starts[i] for i in range(meta.num_reqs)]
         decodes = sorted((i for i, n in enumerate(q_lens) if n == 1), key=lens.__getitem__)
-        if len(decodes) < 2:
-            decodes = []
-        groups = [
-            _decode_group(meta, decodes[g : g + _DECODE_GROUP], block_size, dtype)
-            for g in range(0, len(decodes), _DECODE_GROUP)
-        ]
-        in_groups = set(decodes)
-        prefills = [i for i in range(meta.num_reqs) if q_lens[i] > 0 and i not in in_groups]
-        return cls(meta, block_size, dtype, groups, prefills)
+        kernel_decodes = None
+        if kernel and decodes:
+            reqs = torch.tensor(decodes, dtype=torch.int64)
+            kernel_decodes = (reqs, meta.query_start_loc[reqs].long())
+        if len(decodes) < 2 or kernel:
+            groups = []
+        else:
+            groups = [
+                _decode_group(meta, decodes[g : g + _DECODE_GROUP], block_size, dtype)
+                for g in range(0, len(decodes), _DECODE_GROUP)
+            ]
+        batched = set(decodes) if kernel_decodes is not None or groups else set()
+        prefills = [i for i in range(meta.num_reqs) if q_lens[i] > 0 and i not in batched]
+        return cls(meta, block_size, dtype, groups, prefills, kernel_decodes)
 
     def fits(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> bool:
         return self.meta is meta and self.block_size == block_size and self.dtype == dtype
 
 
 class TorchAttentionBackend(AttentionBackend):
-    """The reference: plain torch ops. Decodes are batched; prefill chunks run one by one."""
+    """The reference: plain torch ops. Decodes are batched; prefill chunks run one by one.
+
+    With ``decode_kernel`` (the default), float32 decodes on CPU go to the C kernel of
+    :mod:`paged_decode_cpu` where it builds, reading K/V from the cache without copies.
+    """
 
     name = "torch"
 
-    def __init__(self) -> None:
+    def __init__(self, decode_kernel: bool = True) -> None:
         self._plan: _TorchPlan | None = None
+        self.decode_kernel = decode_kernel
+
+    def _make_plan(
+        self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype
+    ) -> _TorchPlan:
+        kernel = (
+            self.decode_kernel
+            and meta.query_start_loc.device.type == "cpu"
+            and dtype == torch.float32
+            and paged_decode_cpu.load() is not None
+        )
+        return _TorchPlan.make(meta, block_size, dtype, kernel)
 
     def prepare(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> None:
-        self._plan = _TorchPlan.make(meta, block_size, dtype)
+        self._plan = self._make_plan(meta, block_size, dtype)
 
     def write_kv(
         self,
@@ -100,8 +125,23 @@ class TorchAttentionBackend(AttentionBackend):
         if plan is None or not plan.fits(meta, block_size, query.dtype):
             # Used on its own (tests, benchmarks) rather than by the runner, which
             # prepares each step: plan this metadata now, once, for the calls after.
-            plan = self._plan = _TorchPlan.make(meta, block_size, query.dtype)
+            plan = self._plan = self._make_plan(meta, block_size, query.dtype)
+        if plan.kernel_decodes is not None:
+            query = query.contiguous()  # and so is out: the kernel indexes both by row
         out = torch.empty_like(query)
+        if plan.kernel_decodes is not None:
+            reqs, decode_rows = plan.kernel_decodes
+            paged_decode_cpu.paged_decode(
+                query,
+                k_cache,
+                v_cache,
+                meta.block_tables,
+                meta.seq_lens,
+                reqs,
+                decode_rows,
+                out,
+                scale,
+            )
         num_kv_heads = k_cache.shape[2]
         for group in plan.decode_groups:
             k, v = _gather_padded(k_cache, v_cache, group)
