@@ -9,6 +9,8 @@ so does the C decode kernel (float32 on CPU) that replaces the decode groups whe
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -116,3 +118,19 @@ def test_without_a_compiler_the_torch_path_runs(monkeypatch, tmp_path):
         assert len(backend._plan.decode_groups) == 1
     finally:
         paged_decode_cpu.load.cache_clear()
+
+
+def test_loading_the_kernel_leaves_float_semantics_alone():
+    """The kernel's library must not switch the process to flush-to-zero (as one linked with
+    -ffast-math does): subnormal floats still exist after it loads."""
+    script = (
+        "from llmkit.model.attention import paged_decode_cpu\n"
+        "assert paged_decode_cpu.load() is not None\n"
+        "x = float('5e-324')\n"
+        "print(x * 1.0 > 0, x / 2.0 == 0)\n"
+    )
+    if paged_decode_cpu.load() is None:
+        pytest.skip("no C compiler here")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True"]
