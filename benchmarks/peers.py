@@ -26,13 +26,20 @@ import time
 from pathlib import Path
 
 import torch
-from profile_step import SPEC_150M
 
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import Jobs, token_jobs
 from llmkit.model.demo import DEMO_SPEC, ModelSpec, build_model, default_cache_dir
 
 SIDE = Path(__file__).with_name("llama_cpp_side.py")
+SPEC_150M = ModelSpec(
+    hidden_size=1024,
+    num_layers=12,
+    num_heads=16,
+    num_kv_heads=4,
+    intermediate_size=2816,
+    max_position_embeddings=4096,
+)
 # name: (model, requests, prompt lengths, output lengths)
 SHAPES: dict[str, tuple[ModelSpec, int, tuple[int, int], tuple[int, int]]] = {
     "small": (DEMO_SPEC, 64, (16, 256), (16, 256)),
@@ -46,6 +53,12 @@ PAIRS = {
     "w8a8": ("w8a8", "q8_0"),
     "int4": ("int4", "q4_0"),
 }
+
+
+def shape_model(shape: str) -> Path:
+    """The shape's random-weight model folder, built once."""
+    spec = SHAPES[shape][0]
+    return build_model(default_cache_dir() / f"peers-{spec.hidden_size}-{spec.num_layers}", spec)
 
 
 def workload(shape: str, vocab: int, seed: int = 0) -> Jobs:
@@ -145,10 +158,7 @@ def main() -> None:
     print(f"threads {args.threads}; llmkit torch {torch.__version__}")
     rows = []
     for shape in args.shapes.split(","):
-        spec = SHAPES[shape][0]
-        model = build_model(
-            default_cache_dir() / f"peers-{spec.hidden_size}-{spec.num_layers}", spec
-        )
+        model = shape_model(shape)
         ggufs = model / "gguf"
         subprocess.run(
             [args.peer_python, str(SIDE), "convert", str(model), args.converter, str(ggufs)],

@@ -3,14 +3,14 @@
     python benchmarks/profile_step.py [--shape 150m|long] [--batch 32] [--quantization int8]
 
 Builds the ~150M-parameter shape of issue 18 (hidden 1024, 12 layers, GQA 16/4, MLP 2816;
-prompts 16..256 tokens) or its long-prompt shape (the demo model, prompts 768..1536),
-queues ``--batch`` requests and runs them through ``LLM.generate``
-with a token budget that prefills all of them in the first step. Timing hooks split that
-prefill step and the decode steps that follow (all ``--batch`` sequences, one token each)
-into: linear layers, attention (KV write + attention), the rest of the model (norms, rope,
-activation, embedding), the lm_head, sampling, batch building (flattening the step and
-making its tensors) and the engine around them (scheduler, outputs). Prints ms per step and
-the share of each.
+prompts 16..256 tokens) or its long-prompt shape (the demo model, prompts 768..1536), both
+as benchmarks/peers.py defines them, queues ``--batch`` requests and runs them through
+``LLM.generate`` with a token budget that prefills all of them in the first step. Timing
+hooks split that prefill step and the decode steps that follow (all ``--batch`` sequences,
+one token each) into: linear layers, attention (KV write + attention), the rest of the model
+(norms, rope, activation, embedding), the lm_head, sampling, batch building (flattening the
+step and making its tensors) and the engine around them (scheduler, outputs). Prints ms per
+step and the share of each.
 """
 
 from __future__ import annotations
@@ -21,28 +21,14 @@ import time
 from collections import defaultdict
 
 import torch
+from peers import SHAPES, shape_model
 from torch import nn
 
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import token_jobs
 from llmkit.model import runner as runner_module
-from llmkit.model.demo import DEMO_SPEC, ModelSpec, build_model, default_cache_dir
 from llmkit.model.layers.packed import PackedLinear
 from llmkit.model.layers.quant import QuantizedLinear
-
-SPEC_150M = ModelSpec(
-    hidden_size=1024,
-    num_layers=12,
-    num_heads=16,
-    num_kv_heads=4,
-    intermediate_size=2816,
-    max_position_embeddings=4096,
-)
-# name: (model, folder, prompt lengths)
-SHAPES = {
-    "150m": (SPEC_150M, "bench-150m", (16, 256)),
-    "long": (DEMO_SPEC, "bench-demo", (768, 1536)),
-}
 
 
 class Timers:
@@ -142,13 +128,13 @@ def report(title: str, steps: list[tuple[int, int, dict[str, float]]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=SHAPES, default="150m")
+    parser.add_argument("--shape", choices=("150m", "long"), default="150m")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--decode-steps", type=int, default=16)
     parser.add_argument("--quantization", default=None)
     args = parser.parse_args()
-    spec, folder, prompt_len = SHAPES[args.shape]
-    path = build_model(default_cache_dir() / folder, spec)
+    spec, _, prompt_len, _ = SHAPES[args.shape]
+    path = shape_model(args.shape)
     vocab = json.loads((path / "config.json").read_text())["vocab_size"]
     prompts = [{"prompt_token_ids": p} for p, _ in token_jobs(args.batch, vocab, prompt_len)]
     budget = sum(len(p["prompt_token_ids"]) for p in prompts)

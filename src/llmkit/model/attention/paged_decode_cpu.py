@@ -110,9 +110,13 @@ def paged_decode(
     """
     lib = load()
     assert lib is not None
-    tensors = (query, k_cache, v_cache, block_tables, seq_lens, reqs, rows, out)
-    if not all(t.is_contiguous() and t.device.type == "cpu" for t in tensors):
-        raise ValueError("paged_decode takes contiguous CPU tensors")
+    for tensors, dtype in (
+        ((query, k_cache, v_cache, out), torch.float32),
+        ((block_tables, seq_lens), torch.int32),
+        ((reqs, rows), torch.int64),
+    ):
+        if not all(t.dtype == dtype and t.is_contiguous() and t.is_cpu for t in tensors):
+            raise ValueError("paged_decode takes contiguous CPU tensors of the documented dtypes")
     block_size, num_kv_heads, head_dim = k_cache.shape[1:]
     status = lib.paged_decode_f32(
         query.data_ptr(),

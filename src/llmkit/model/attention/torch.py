@@ -51,18 +51,18 @@ class _TorchPlan:
         starts, lens = meta.query_start_loc_host, meta.seq_lens_host
         q_lens = [starts[i + 1] - starts[i] for i in range(meta.num_reqs)]
         decodes = sorted((i for i, n in enumerate(q_lens) if n == 1), key=lens.__getitem__)
-        kernel_decodes = None
-        if kernel and decodes:
+        kernel_decodes, groups = None, []
+        if kernel and decodes:  # the kernel takes every decode, one or many
             reqs = torch.tensor(decodes, dtype=torch.int64)
             kernel_decodes = (reqs, meta.query_start_loc[reqs].long())
-        if len(decodes) < 2 or kernel:
-            groups = []
-        else:
+        elif len(decodes) > 1:
             groups = [
                 _decode_group(meta, decodes[g : g + _DECODE_GROUP], block_size, dtype)
                 for g in range(0, len(decodes), _DECODE_GROUP)
             ]
-        batched = set(decodes) if kernel_decodes is not None or groups else set()
+        else:  # a lone decode is attended like a prefill chunk
+            decodes = []
+        batched = set(decodes)
         prefills = [i for i in range(meta.num_reqs) if q_lens[i] > 0 and i not in batched]
         return cls(meta, block_size, dtype, groups, prefills, kernel_decodes)
 
@@ -81,7 +81,8 @@ class TorchAttentionBackend(AttentionBackend):
 
     def __init__(self, decode_kernel: bool = True) -> None:
         self._plan: _TorchPlan | None = None
-        self.decode_kernel = decode_kernel
+        # Built (or found built) here, at start-up, rather than in a request's first step.
+        self.decode_kernel = decode_kernel and paged_decode_cpu.load() is not None
 
     def _make_plan(
         self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype
@@ -90,7 +91,6 @@ class TorchAttentionBackend(AttentionBackend):
             self.decode_kernel
             and meta.query_start_loc.device.type == "cpu"
             and dtype == torch.float32
-            and paged_decode_cpu.load() is not None
         )
         return _TorchPlan.make(meta, block_size, dtype, kernel)
 
@@ -126,13 +126,11 @@ class TorchAttentionBackend(AttentionBackend):
             # Used on its own (tests, benchmarks) rather than by the runner, which
             # prepares each step: plan this metadata now, once, for the calls after.
             plan = self._plan = self._make_plan(meta, block_size, query.dtype)
-        if plan.kernel_decodes is not None:
-            query = query.contiguous()  # and so is out: the kernel indexes both by row
-        out = torch.empty_like(query)
+        out = torch.empty(query.shape, dtype=query.dtype, device=query.device)  # contiguous
         if plan.kernel_decodes is not None:
             reqs, decode_rows = plan.kernel_decodes
             paged_decode_cpu.paged_decode(
-                query,
+                query.contiguous(),
                 k_cache,
                 v_cache,
                 meta.block_tables,

@@ -136,25 +136,23 @@ class QuantizedLinear(nn.Module):
         x = x.reshape(-1, self.in_features)
         if self.gemm is not None:
             out = self._w8a8(x)
-            if self.bias is not None:
-                out = out + self.bias
-            return out.reshape(*shape[:-1], self.out_features)
-        if self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
-            out = F.linear(x, self.dequantized(), self.bias)
-            return out.reshape(*shape[:-1], self.out_features)
-        x = x.to(_ACT).contiguous()
-        if self.method == "int8":
-            out = _aten._weight_int8pack_mm(x, self.qweight, self.scales)
-        elif self.device.type == "cpu":
-            out = _aten._weight_int4pack_mm_for_cpu(
-                x, self.qweight, self.group_size, self.scale_zeros
-            )
+        elif self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
+            out = F.linear(x, self.dequantized())
         else:
-            out = _aten._weight_int4pack_mm(x, self.qweight, self.group_size, self.scale_zeros)
-        out = out[:, : self.out_features].to(self.dtype)
+            out = self._packed_mm(x.to(_ACT).contiguous())[:, : self.out_features].to(self.dtype)
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*shape[:-1], self.out_features)
+
+    def _packed_mm(self, x: torch.Tensor) -> torch.Tensor:
+        """Torch's weight-only kernels on bfloat16 ``x``; int4's output is padded to 16."""
+        if self.method == "int8":
+            return _aten._weight_int8pack_mm(x, self.qweight, self.scales)
+        if self.device.type == "cpu":
+            return _aten._weight_int4pack_mm_for_cpu(
+                x, self.qweight, self.group_size, self.scale_zeros
+            )
+        return _aten._weight_int4pack_mm(x, self.qweight, self.group_size, self.scale_zeros)
 
     def _w8a8(self, x: torch.Tensor) -> torch.Tensor:
         """Per-token activation scales through fbgemm's per-tensor one (module docstring).
