@@ -136,7 +136,7 @@ def reference(batch: Batch) -> torch.Tensor:
 
 def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, seed: int) -> None:
     assert out.shape == ref.shape
-    out = out.float()
+    out = out.float().to(ref.device)
     assert torch.isfinite(out).all(), f"non-finite output (seed {seed})"
     err = ((out - ref).abs().max() / ref.abs().max()).item()
     tol = TOLERANCE[dtype]
@@ -246,6 +246,10 @@ def test_split_choice_uses_only_host_bounds():
         )
         < 16
     )
+    # 512 keys: 128 programs split in two, 256 do not (timed on an H100).
+    decode_512 = dict(max_query_len=1, max_seq_len=512, num_kv_heads=4, num_compute_units=132)
+    assert choose_num_splits(num_reqs=32, **decode_512) == 2
+    assert choose_num_splits(num_reqs=64, **decode_512) == 1
     # Enough programs already, short contexts, or any prefill: no split.
     for kwargs in (
         dict(max_query_len=1, max_seq_len=8192, num_reqs=128, num_kv_heads=8),

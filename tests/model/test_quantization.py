@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from llmkit import LLM, EngineConfig, LoRARequest, SamplingParams
-from llmkit.model.layers.quant import DEQUANT_ROWS, QuantizedLinear
+from llmkit.model.layers.quant import DEQUANT_ROWS, QuantizedLinear, has_kernels
 
 PROMPTS = [
     {"prompt_token_ids": [(7 * i + 13 * j) % 800 + 10 for j in range(5 + 9 * i)]} for i in range(4)
@@ -165,3 +165,25 @@ def test_w8a8_rows_do_not_depend_on_their_batch():
     # Against float32: 7-bit activations and int8 weights, over 256-term sums.
     assert (layer(x) - linear(x)).abs().max() < 0.1
     assert torch.allclose(layer.dequantized(), linear.weight, atol=0.01)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize(("method", "group_size"), [("int8", 128), ("int4", 32), ("int4", 128)])
+def test_cuda_kernels_accuracy_against_float32(model_factory, method, group_size):
+    """The same options on CUDA, on torch's CUDA kernels, within the CPU kernels' bounds."""
+    if not has_kernels(method, torch.device("cuda")):
+        pytest.skip(f"this torch build has no CUDA {method} kernel")
+    path = model_factory("llama")
+    cuda = dict(device="cuda", dtype="float32", num_kv_blocks=256)
+    ref_llm = LLM(path, **cuda)
+    seqs = greedy(ref_llm)
+    ref = score(ref_llm, seqs)
+    llm = LLM(path, quantization=method, quantization_group_size=group_size, **cuda)
+    layers = llm._core.runner.model.model.layers
+    assert all(isinstance(layer.mlp.down_proj, QuantizedLinear) for layer in layers)
+    max_diff, mean_diff, agree = compare(ref, score(llm, seqs))
+    bound_max, bound_mean, min_agree = BOUNDS[method]
+    assert 1e-4 < max_diff < bound_max
+    assert mean_diff < bound_mean
+    assert agree >= min_agree
+    assert [len(s) for s in greedy(llm)] == [len(s) for s in seqs]
