@@ -114,6 +114,13 @@ class EngineConfig:
             "triton on GPU and torch on CPU"
         },
     )
+    enforce_eager: bool = field(
+        default=False,
+        metadata={
+            "help": "on CUDA, run decode steps op by op instead of replaying CUDA graphs "
+            "captured at start-up (for debugging, or to save the graphs' memory)"
+        },
+    )
     task: str = field(
         default="auto",
         metadata={

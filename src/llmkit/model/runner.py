@@ -13,6 +13,7 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_memory import keep_freed_memory
+from llmkit.model.cuda_graphs import CAPTURE_SIZES, DecodeGraphs
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import quantize_linears
 from llmkit.model.loader import load_model
@@ -121,13 +122,43 @@ class ModelRunner:
             )
             for _ in range(0 if self.is_encoder else self.model.num_layers)
         ]
+        self.graphs = self._capture_graphs(max_model_len, tp)
         logger.info(
-            "model on %s in %s, %s attention, %d KV blocks of %d tokens",
+            "model on %s in %s, %s attention, %d KV blocks of %d tokens, %s",
             self.device,
             self.dtype,
             self.backend.name,
             self.num_blocks,
             self.block_size,
+            f"CUDA graphs for {self.graphs.sizes}" if self.graphs else "no CUDA graphs",
+        )
+
+    def _capture_graphs(self, max_model_len: int, tp: TensorParallel) -> DecodeGraphs | None:
+        """Decode graphs where every step's forward is the same kernels on the same buffers:
+        CUDA, the Triton backend (the torch one plans on the host), one process, no LoRA
+        (its per-step adapter indices), and a decoder."""
+        if (
+            self.device.type != "cuda"
+            or self.config.enforce_eager
+            or self.backend.name != "triton"
+            or tp.size > 1
+            or self.lora is not None
+            or self.is_encoder
+        ):
+            return None
+        with torch.inference_mode():
+            return DecodeGraphs(
+                self.model,
+                self._context,
+                max_batch=min(self.config.max_num_seqs, CAPTURE_SIZES[-1]),
+                max_model_len=max_model_len,
+                block_size=self.block_size,
+                device=self.device,
+            )
+
+    def _context(self, positions: torch.Tensor, meta: AttentionMetadata) -> ForwardContext:
+        return ForwardContext(
+            positions=positions, meta=meta, backend=self.backend, kv_caches=self.kv_caches
         )
 
     def _block_bytes(self) -> int:
@@ -176,6 +207,17 @@ class ModelRunner:
         model takes images, so the workers never need them)."""
         dev = self.device
         starts, seq_lens = batch.query_start_loc, batch.seq_lens
+        if image_rows is None and len(batch.input_ids) == len(seq_lens) and self.graphs:
+            size = self.graphs.size_for(len(seq_lens))  # all decodes: one token each
+            if size is not None:
+                return self.graphs.replay(
+                    size,
+                    batch.input_ids,
+                    batch.positions,
+                    batch.slot_mapping,
+                    seq_lens,
+                    batch.block_tables,
+                )
         meta = AttentionMetadata(
             query_start_loc=torch.tensor(starts, dtype=torch.int32, device=dev),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
@@ -187,12 +229,7 @@ class ModelRunner:
             seq_lens_host=seq_lens,
         )
         self.backend.prepare(meta, self.block_size, self.dtype)
-        ctx = ForwardContext(
-            positions=torch.tensor(batch.positions, dtype=torch.int64, device=dev),
-            meta=meta,
-            backend=self.backend,
-            kv_caches=self.kv_caches,
-        )
+        ctx = self._context(torch.tensor(batch.positions, dtype=torch.int64, device=dev), meta)
         ids = torch.tensor(batch.input_ids, dtype=torch.int64, device=dev)
         if image_rows is None:
             return self.model(ids, ctx)
