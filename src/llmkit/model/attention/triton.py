@@ -28,13 +28,15 @@ def choose_num_splits(
 
     Only all-decode batches are split: a prefill tile already has enough work, and the
     partial buffers grow with the token count. A decode batch runs one program per
-    (request, KV head); when that leaves the GPU's SMs short of two waves and contexts
-    are long, each program's keys are spread over several (flash decoding).
+    (request, KV head); when that leaves the GPU's SMs short of 1.5 waves and contexts
+    are long, each program's keys are spread over several (flash decoding). On an H100
+    (benchmarks/RESULTS.md), 256 programs over 512 keys ran 10% slower split in two and
+    128 programs 13% faster: the merge pass costs a few µs that short contexts don't win back.
     """
     if max_query_len != 1:
         return 1
     programs = num_reqs * num_kv_heads
-    wanted = -(-2 * num_compute_units // programs)
+    wanted = -(-3 * num_compute_units // (2 * programs))
     splits = min(MAX_SPLITS, max_seq_len // MIN_KEYS_PER_SPLIT, wanted)
     return max(1, splits)
 
