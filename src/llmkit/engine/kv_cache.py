@@ -98,6 +98,9 @@ class BlockAllocator:
         owned = self._owned.get(request, [])
         end = request.num_computed_tokens + len(cached) * self.block_size + num_new_tokens
         needed = -(-end // self.block_size) - len(owned) - len(cached)
+        if needed <= 0 and not cached:  # most decode steps: the last block has room
+            self._register_full_blocks(request, owned, end)
+            return True
         revived = sum(1 for b in cached if self._ref_cnt[b] == 0)
         if needed + revived > len(self._free):
             return False
@@ -149,9 +152,12 @@ class BlockAllocator:
         if not self.enable_prefix_caching:
             return
         self.update_block_hashes(request)
-        for i in range(min(end // self.block_size, len(request.block_hashes))):
+        # A live request's named blocks are a prefix of its blocks (a block is unnamed only
+        # once nobody holds it), so walk back from the last full one to the first named.
+        for i in reversed(range(min(end // self.block_size, len(request.block_hashes)))):
             block = owned[i]
-            if self._hash[block] is None:
-                h = request.block_hashes[i]
-                self._hash[block] = h
-                self._cached.setdefault(h, block)
+            if self._hash[block] is not None:
+                break
+            h = request.block_hashes[i]
+            self._hash[block] = h
+            self._cached.setdefault(h, block)
