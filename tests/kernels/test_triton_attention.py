@@ -231,6 +231,37 @@ def test_split_kv_matches_reference(
     assert_close(out, reference(batch), shape.dtype, seed)
 
 
+@pytest.mark.parametrize("splits", [1, 4])
+def test_padded_decode_rows_read_and_write_nothing(device, seed, splits):
+    """What a CUDA graph of a larger batch does with the rows it pads a step with: context
+    length 0 and slot -1 give zero output and leave the cache as it was, and the real
+    rows' results do not change."""
+    shape = Shape(2, 4, 64, 16, torch.float32)
+    batch = make_batch(seed, device, shape, *scenario("decode", random.Random(seed), 16))
+    real, pad = batch.meta.num_reqs, 3
+    meta = batch.meta
+    padded = AttentionMetadata(
+        query_start_loc=torch.arange(real + pad + 1, dtype=torch.int32, device=device),
+        seq_lens=torch.cat([meta.seq_lens, meta.seq_lens.new_zeros(pad)]),
+        block_tables=torch.cat([meta.block_tables, meta.block_tables[:pad] * 0]),
+        slot_mapping=torch.cat([meta.slot_mapping, meta.slot_mapping.new_full((pad,), -1)]),
+        max_query_len=1,
+        max_seq_len=meta.max_seq_len,
+        query_start_loc_host=list(range(real + pad + 1)),
+        seq_lens_host=meta.seq_lens_host + [0] * pad,
+    )
+    query = torch.cat([batch.query, torch.randn_like(batch.query[:pad])])
+    backend = TritonAttentionBackend(num_splits=splits)
+    k_before, v_before = batch.k_cache.clone(), batch.v_cache.clone()
+    kv = torch.randn(pad, shape.num_kv_heads, shape.head_dim, device=device)
+    backend.write_kv(kv, kv, batch.k_cache, batch.v_cache, padded.slot_mapping[real:])
+    assert torch.equal(batch.k_cache.nan_to_num(), k_before.nan_to_num())
+    assert torch.equal(batch.v_cache.nan_to_num(), v_before.nan_to_num())
+    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, batch.scale)
+    assert_close(out[:real], reference(batch), shape.dtype, seed)
+    assert torch.equal(out[real:].cpu(), torch.zeros_like(out[real:].cpu()))
+
+
 def test_split_choice_uses_only_host_bounds():
     # Few long decodes on a large GPU: split, at most MAX_SPLITS ways.
     assert (
