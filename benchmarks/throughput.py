@@ -1,10 +1,14 @@
 """Offline throughput: llmkit `LLM.generate` vs HF `generate`, same model and workload.
 
-    python benchmarks/throughput.py [--model demo] [--num-requests 64]
+    python benchmarks/throughput.py [--model demo|qwen2.5-0.5b|PATH] [--num-requests 64]
+        [--dtype auto|float32|bfloat16|float16]
 
-Prints output tokens/s for both and their ratio, the workload's compute floor (matmul
-FLOPs over this machine's measured GEMM rate) and the share of llmkit's wall time spent
-outside the model forward (engine overhead).
+Runs on CUDA when there is a GPU (both sides), else on the CPU. Prints output tokens/s
+for both and their ratio, the workload's compute floor (matmul FLOPs over this device's
+measured GEMM rate in the same dtype) and where llmkit's wall time goes: on the CPU, the
+share outside the model forward; on CUDA, the share during which the GPU runs no kernel
+(scheduling, batch building, launches, sampling on the host), from a profiled second run.
+``qwen2.5-0.5b`` is a random-weight model of that shape (vocabulary 151936), built locally.
 """
 
 from __future__ import annotations
@@ -16,22 +20,52 @@ import torch
 
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import Jobs, token_jobs
-from llmkit.model.demo import resolve_model
+from llmkit.model.demo import ModelSpec, build_model, default_cache_dir, resolve_model
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+# Qwen2.5-0.5B's shape: 24 layers, hidden 896, 14 query / 2 KV heads of 64, tied embeddings.
+QWEN_05B = ModelSpec(
+    architecture="qwen2",
+    hidden_size=896,
+    num_layers=24,
+    num_heads=14,
+    num_kv_heads=2,
+    intermediate_size=4864,
+    vocab_size=151936,
+    max_position_embeddings=4096,
+    rope_theta=1e6,
+    initializer_range=0.02,
+)
+
+
+def model_path(name: str) -> str:
+    if name == "qwen2.5-0.5b":
+        return str(build_model(default_cache_dir() / "bench-qwen2.5-0.5b", QWEN_05B))
+    return resolve_model(name)
 
 
 def workload(n: int, vocab: int, seed: int = 0) -> Jobs:
     return token_jobs(n, vocab, (16, 256), (16, 256), seed)
 
 
-def gemm_rate() -> float:
-    """This machine's fp32 matmul rate in FLOP/s, on a shape like the model's layers."""
-    a, b = torch.randn(256, 512), torch.randn(512, 1536)
+def sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def gemm_rate(dtype: torch.dtype) -> float:
+    """This device's matmul rate in FLOP/s in ``dtype``, on a shape like a model layer's."""
+    m, k, n = (256, 512, 1536) if DEVICE.type == "cpu" else (4096, 4096, 4096)
+    a = torch.randn(m, k, device=DEVICE, dtype=dtype)
+    b = torch.randn(k, n, device=DEVICE, dtype=dtype)
     for _ in range(3):
         a @ b
+    sync()
     reps, t0 = 200, time.perf_counter()
     for _ in range(reps):
         a @ b
-    return reps * 2 * 256 * 512 * 1536 / (time.perf_counter() - t0)
+    sync()
+    return reps * 2 * m * k * n / (time.perf_counter() - t0)
 
 
 def workload_flops(hf_config, jobs) -> float:
@@ -52,8 +86,37 @@ def workload_flops(hf_config, jobs) -> float:
     return total
 
 
-def run_llmkit(model: str, jobs) -> tuple[float, float]:
-    llm = LLM(model)
+def gpu_busy_seconds(llm: LLM, prompts, params) -> tuple[float, float]:
+    """(wall s, s with a kernel or copy running on the GPU) of one more profiled run."""
+    from torch.profiler import DeviceType, ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        sync()
+        wall = time.perf_counter() - t0
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA
+    )
+    busy, end = 0, 0
+    for start, stop in spans:  # the union of the intervals, in µs
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return wall, busy * 1e-6
+
+
+def run_llmkit(
+    model: str, jobs, dtype: str, host_profile: int = 0, enforce_eager: bool = False
+) -> tuple[float, float, int, torch.dtype]:
+    """(wall s, s in the forward on CPU or with the GPU busy on CUDA, steps, the dtype).
+
+    ``host_profile``: also print the functions with the most own time (cProfile) in one
+    more run.
+    """
+    llm = LLM(model, dtype=dtype, enforce_eager=enforce_eager)
     runner = llm._core.runner
     forward = {"s": 0.0}
     for name in ("execute", "compute_logits"):
@@ -71,18 +134,32 @@ def run_llmkit(model: str, jobs) -> tuple[float, float]:
     params = [SamplingParams(temperature=0, max_tokens=o, ignore_eos=True) for _, o in jobs]
     llm.generate(prompts[:4], params[:4], use_tqdm=False)  # warm up
     forward["s"] = 0.0
+    steps = llm.stats().steps
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
+    sync()
     wall = time.perf_counter() - t0
+    steps = llm.stats().steps - steps
     assert sum(len(o.outputs[0].token_ids) for o in outs) == sum(o for _, o in jobs)
-    return wall, forward["s"]
+    if host_profile:
+        import cProfile
+        import pstats
+
+        with cProfile.Profile() as prof:
+            llm.generate(prompts, params, use_tqdm=False)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(host_profile)
+    if DEVICE.type == "cuda":
+        profiled_wall, busy = gpu_busy_seconds(llm, prompts, params)
+        return wall, busy * wall / profiled_wall, steps, runner.dtype
+    return wall, forward["s"], steps, runner.dtype
 
 
-def run_hf(model: str, jobs, batch_size: int) -> float:
+def run_hf(model: str, jobs, batch_size: int, dtype: torch.dtype) -> float:
     import transformers
 
-    hf = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(DEVICE).eval()
     hf.generation_config.eos_token_id = None
+    sync()
     t0 = time.perf_counter()
     for i in range(0, len(jobs), batch_size):
         batch = jobs[i : i + batch_size]
@@ -94,12 +171,13 @@ def run_hf(model: str, jobs, batch_size: int) -> float:
             mask[j, width - len(p) :] = 1
         with torch.inference_mode():
             hf.generate(
-                ids,
-                attention_mask=mask,
+                ids.to(DEVICE),
+                attention_mask=mask.to(DEVICE),
                 do_sample=False,
                 pad_token_id=0,
                 max_new_tokens=max(o for _, o in batch),
             )
+    sync()
     return time.perf_counter() - t0
 
 
@@ -108,33 +186,49 @@ def main() -> None:
     parser.add_argument("--model", default="demo")
     parser.add_argument("--num-requests", type=int, default=64)
     parser.add_argument("--hf-batch-sizes", default="8,16,32,64")
+    parser.add_argument("--dtype", default="auto", help="llmkit's; HF runs in the same")
+    parser.add_argument(
+        "--host-profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the N functions with the most own time in a cProfile'd llmkit run",
+    )
+    parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     args = parser.parse_args()
-    model = resolve_model(args.model)
+    model = model_path(args.model)
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(model)
     jobs = workload(args.num_requests, config.vocab_size)
     useful = sum(o for _, o in jobs)
+    where = torch.cuda.get_device_name() if DEVICE.type == "cuda" else "CPU"
     print(
         f"model {args.model}: {config.num_hidden_layers} layers, hidden {config.hidden_size}; "
         f"{len(jobs)} requests, {sum(len(p) for p, _ in jobs)} prompt and {useful} output tokens; "
-        f"torch threads {torch.get_num_threads()}"
+        f"{where}, torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
 
-    wall, forward = run_llmkit(model, jobs)
+    wall, inside, steps, dtype = run_llmkit(
+        model, jobs, args.dtype, args.host_profile, args.enforce_eager
+    )
     ours = useful / wall
+    outside = "the GPU idle" if DEVICE.type == "cuda" else "outside the forward"
     print(
-        f"llmkit:  {ours:8.1f} output tok/s  ({wall:.2f} s; outside the forward: "
-        f"{100 * (wall - forward) / wall:.1f}%)"
+        f"llmkit:  {ours:8.1f} output tok/s  ({wall:.2f} s, {steps} steps of "
+        f"{1e3 * wall / steps:.2f} ms; {outside}: {100 * (wall - inside) / wall:.1f}%)"
     )
 
+    # HF in the dtype llmkit chose, so both sides compute alike.
+    if not args.hf_batch_sizes:
+        return
     best = None
     for bs in (int(b) for b in args.hf_batch_sizes.split(",")):
-        t = run_hf(model, jobs, bs)
+        t = run_hf(model, jobs, bs, dtype)
         print(f"HF bs={bs:<3} {useful / t:8.1f} output tok/s  ({t:.2f} s)")
         best = t if best is None else min(best, t)
     hf_rate = useful / best
-    floor = workload_flops(config, jobs) / gemm_rate()
+    floor = workload_flops(config, jobs) / gemm_rate(dtype)
     print(f"ratio llmkit / best HF: {ours / hf_rate:.2f}x")
     print(
         f"compute floor {floor:.2f} s: llmkit reaches {100 * floor / wall:.0f}%, "

@@ -88,6 +88,9 @@ class ModelSpec:
     # between implementations then do not hinge on float rounding.
     initializer_range: float = 0.1
     seed: int = 0
+    # None: the tokenizer's 2048. More pads the embeddings and head with ids no text maps
+    # to, for benchmark shapes whose vocabulary is part of the cost (token-id prompts).
+    vocab_size: int | None = None
 
 
 DEMO_SPEC = ModelSpec(
@@ -118,7 +121,9 @@ def build_model(path: str | os.PathLike, spec: ModelSpec = ModelSpec()) -> Path:
     def write(tmp: Path) -> None:
         tokenizer = _tokenizer()
         tokenizer.save_pretrained(tmp)
-        _model(spec, len(tokenizer), tokenizer).save_pretrained(tmp, safe_serialization=True)
+        _model(spec, spec.vocab_size or len(tokenizer), tokenizer).save_pretrained(
+            tmp, safe_serialization=True
+        )
 
     return build_once(path, asdict(spec), write)
 
