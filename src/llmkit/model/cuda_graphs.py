@@ -16,7 +16,6 @@ stay correct and only the merge pass is spent on empty splits.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,8 +23,6 @@ import torch
 
 from llmkit.model.attention import AttentionMetadata
 from llmkit.model.context import ForwardContext
-
-logger = logging.getLogger(__name__)
 
 # Padding a step to the next size costs little next to the launches a graph saves.
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 512)

@@ -88,7 +88,7 @@ class ModelSpec:
     # between implementations then do not hinge on float rounding.
     initializer_range: float = 0.1
     seed: int = 0
-    # None: the tokenizer's 2048. More pads the embeddings and head with ids no text maps
+    # None: the tokenizer's size. More pads the embeddings and head with ids no text maps
     # to, for benchmark shapes whose vocabulary is part of the cost (token-id prompts).
     vocab_size: int | None = None
 
