@@ -6,6 +6,10 @@ Each kernel is one C file shipped with the package. It is compiled on first use 
 CPU's feature flags, so a changed source, compiler or machine gets its own build. With no
 compiler, or when the build or load fails (a source may refuse a CPU it has no code for with
 ``#error``), :func:`load_library` returns None and the caller keeps its torch path.
+
+A kernel built with ``openmp`` links libgomp.so.1 by that name; loaded after torch (whose
+CPU build ships and loads a libgomp.so.1), the dynamic loader hands it torch's copy, so the
+kernel's parallel regions run on torch's own OpenMP threads instead of competing with them.
 """
 
 from __future__ import annotations
@@ -47,12 +51,12 @@ def _cpu_flags() -> str:
     return ""
 
 
-def _build(compiler: str, source: Path, target: Path) -> None:
+def _build(compiler: str, flags: list[str], source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
         subprocess.run(
-            [compiler, *FLAGS, str(source), "-o", str(built), "-lm"],
+            [compiler, *flags, str(source), "-o", str(built), "-lm"],
             check=True,
             capture_output=True,
             timeout=120,
@@ -60,9 +64,10 @@ def _build(compiler: str, source: Path, target: Path) -> None:
         os.replace(built, target)  # atomic: a concurrent build never loads half a file
 
 
-def load_library(source: Path) -> ctypes.CDLL | None:
+def load_library(source: Path, openmp: bool = False) -> ctypes.CDLL | None:
     """``source`` compiled for this machine (built once, then cached), or None where it
     cannot be built or loaded here. Callers cache the result and declare its signatures."""
+    flags = [*FLAGS, "-fopenmp"] if openmp else list(FLAGS)
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not source.exists():
         return None
@@ -71,11 +76,11 @@ def load_library(source: Path) -> ctypes.CDLL | None:
             [compiler, "--version"], capture_output=True, text=True, timeout=30
         ).stdout
         key = hashlib.sha256(
-            source.read_bytes() + "\0".join([*FLAGS, version, _cpu_flags()]).encode()
+            source.read_bytes() + "\0".join([*flags, version, _cpu_flags()]).encode()
         ).hexdigest()[:16]
         target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
         if not target.exists():
-            _build(compiler, source, target)
+            _build(compiler, flags, source, target)
         return ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("C kernel %s unavailable, using torch ops: %s", source.name, exc)

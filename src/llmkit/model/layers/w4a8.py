@@ -44,7 +44,7 @@ class Packed(NamedTuple):
 @functools.cache
 def load() -> ctypes.CDLL | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    lib = load_library(SOURCE)
+    lib = load_library(SOURCE, openmp=True)
     if lib is None:
         return None
     lib.w4a8_linear.restype = ctypes.c_int

@@ -15,15 +15,20 @@
  * add up in int16 without saturating; a madd with ones widens them to int32 per 32 inputs,
  * and the block's sum goes into float with an FMA by the group's scale (keeping an int32 sum
  * per group as well needs more than AVX2's 16 registers: the spills made it ~25% slower). A
- * pass computes MT rows x 8 columns, so each unpacked weight vector serves MT rows. The rows are quantized, then the
- * output tiles computed, each phase split over up to n_threads POSIX threads.
+ * pass computes MT rows x 8 columns, so each unpacked weight vector serves MT rows.
+ *
+ * Threads: the rows are quantized, then the output tiles computed, each split over n_threads
+ * OpenMP threads. Built with -fopenmp, the library needs libgomp.so.1, which the dynamic
+ * loader resolves to the one torch has loaded: the kernel runs on torch's own thread pool.
+ * (On its own POSIX threads the decode step's linears ran at 0.6x their speed alone: torch's
+ * OpenMP workers spin for a while after each op and took the cores from them.)
  */
 #if !defined(__AVX2__) || !defined(__F16C__) || !defined(__FMA__)
 #error "the w4a8 kernel needs AVX2, F16C and FMA"
 #endif
 #include <immintrin.h>
 #include <math.h>
-#include <pthread.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,14 +44,13 @@ typedef struct {
     int8_t *q;
     float *xscale, *xsum;
     int64_t M, K, Kp, N, G;
-    int64_t first_row, last_row, first_tile, last_tile;
 } Job;
 
 /* Rows [first, last) of x to s8 (x * 127 / peak, rounded half to even), zero-padded to Kp;
  * xscale = peak / 127, xsum = each group's sum of codes. */
-static void quantize_rows(const Job *job) {
+static void quantize_rows(const Job *job, int64_t first, int64_t last) {
     const int64_t K = job->K, Kp = job->Kp, G = job->G, groups = Kp / G;
-    for (int64_t m = job->first_row; m < job->last_row; m++) {
+    for (int64_t m = first; m < last; m++) {
         const float *x = job->x + m * K;
         int8_t *q = job->q + m * Kp;
         float peak = 0.f;
@@ -113,16 +117,11 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
     }
 }
 
-static void *quantize_job(void *arg) {
-    quantize_rows((const Job *)arg);
-    return NULL;
-}
-
-static void *gemm_job(void *arg) {
-    const Job *job = (const Job *)arg;
+/* Output tiles [first, last), ROW_BLOCK rows at a time. */
+static void gemm_tiles(const Job *job, int64_t first, int64_t last) {
     for (int64_t r0 = 0; r0 < job->M; r0 += ROW_BLOCK) {
         const int64_t r1 = r0 + ROW_BLOCK < job->M ? r0 + ROW_BLOCK : job->M;
-        for (int64_t t = job->first_tile; t < job->last_tile; t++) {
+        for (int64_t t = first; t < last; t++) {
             int64_t m = r0;
             for (; m + MT <= r1; m += MT) tile(job, t, m, MT);
             switch (r1 - m) {
@@ -133,21 +132,6 @@ static void *gemm_job(void *arg) {
             }
         }
     }
-    return NULL;
-}
-
-/* fn over jobs[0 .. n): n - 1 new threads and this one; a job whose thread could not be
- * created runs here after the others. */
-static void parallel(void *(*fn)(void *), Job *jobs, int64_t n) {
-    pthread_t threads[64];
-    int started[64] = {0};
-    if (n > 64) n = 64;
-    for (int64_t i = 1; i < n; i++) started[i] = pthread_create(&threads[i], NULL, fn, &jobs[i]) == 0;
-    fn(&jobs[0]);
-    for (int64_t i = 1; i < n; i++) {
-        if (started[i]) pthread_join(threads[i], NULL);
-        else fn(&jobs[i]);
-    }
 }
 
 /* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
@@ -155,29 +139,21 @@ static void parallel(void *(*fn)(void *), Job *jobs, int64_t n) {
 int w4a8_linear(const float *x, const uint8_t *w, const uint16_t *scale, const uint16_t *min,
                 float *out, int64_t M, int64_t K, int64_t Kp, int64_t N, int64_t G,
                 int64_t n_threads) {
-    const int64_t tiles = (N + 7) / 8, groups = Kp / G;
+    const int64_t tiles = (N + 7) / 8;
     if (M == 0) return 0;
-    n_threads = n_threads < 1 ? 1 : n_threads > 64 ? 64 : n_threads;
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)M);
-    float *xsum = malloc(sizeof(float) * (size_t)(M * groups));
-    Job jobs[64];
-    int status = -1;
-    if (q != NULL && xscale != NULL && xsum != NULL) {
-        /* Quantizing a row costs ~1/N of its products: threads only for many rows. */
-        int64_t n = (M * K) / (1 << 16) + 1;
-        n = n < n_threads ? n : n_threads;
-        n = n < M ? n : M;
-        for (int64_t i = 0; i < n; i++)
-            jobs[i] = (Job){x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G,
-                            M * i / n, M * (i + 1) / n, 0, 0};
-        parallel(quantize_job, jobs, n);
-        n = n_threads < tiles ? n_threads : tiles;
-        for (int64_t i = 0; i < n; i++)
-            jobs[i] = (Job){x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G,
-                            0, 0, tiles * i / n, tiles * (i + 1) / n};
-        parallel(gemm_job, jobs, n);
-        status = 0;
+    float *xsum = malloc(sizeof(float) * (size_t)(M * (Kp / G)));
+    const int status = q != NULL && xscale != NULL && xsum != NULL ? 0 : -1;
+    if (status == 0) {
+        const Job job = {x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G};
+#pragma omp parallel num_threads(n_threads < 1 ? 1 : (int)n_threads)
+        {
+            const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
+            quantize_rows(&job, M * i / n, M * (i + 1) / n);
+#pragma omp barrier
+            gemm_tiles(&job, tiles * i / n, tiles * (i + 1) / n);
+        }
     }
     free(q);
     free(xscale);
