@@ -2,10 +2,11 @@
 
     python benchmarks/peers.py --peer-python PEER_VENV/bin/python \
         --converter LLAMA_CPP_SRC/convert_hf_to_gguf.py [--shapes small,150m,long] \
-        [--pairs fp32,int8,w8a8,int4] [--threads 2]
+        [--pairs fp32,int8,w8a8,int4,w4a8] [--threads 2]
 
 Pairs: llmkit float32 vs llama.cpp f32, llmkit int8 (weight-only) and w8a8 vs q8_0 (whose
-matmuls quantize activations to 8 bits too), llmkit int4 vs q4_0. The GGUFs
+matmuls quantize activations to 8 bits too), llmkit int4 (weight-only) and w4a8 vs q4_0
+(whose matmuls quantize activations to q8_0 too). The GGUFs
 are made from each random-weight model by llama.cpp's converter (f32) and quantizer; the
 llama.cpp side runs in ``--peer-python`` (an interpreter with llama-cpp-python, built from
 source with native CPU flags, see RESULTS.md) through benchmarks/llama_cpp_side.py, every
@@ -52,6 +53,7 @@ PAIRS = {
     "int8": ("int8", "q8_0"),
     "w8a8": ("w8a8", "q8_0"),
     "int4": ("int4", "q4_0"),
+    "w4a8": ("w4a8", "q4_0"),
 }
 
 
@@ -144,7 +146,7 @@ def main() -> None:
     parser.add_argument("--peer-python", required=True, help="an interpreter with llama_cpp")
     parser.add_argument("--converter", required=True, help="llama.cpp's convert_hf_to_gguf.py")
     parser.add_argument("--shapes", default="small,150m,long")
-    parser.add_argument("--pairs", default="fp32,int8,w8a8,int4")
+    parser.add_argument("--pairs", default="fp32,int8,w8a8,int4,w4a8")
     parser.add_argument(
         "--peer-mode",
         choices=("default", "exact"),

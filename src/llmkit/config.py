@@ -11,7 +11,7 @@ _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "torch", "triton")
 _TASKS = ("auto", "generate", "embed")
 _MODALITIES = ("image",)
-_QUANTIZATIONS = ("int8", "int4", "w8a8")
+_QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 _DEFAULT_IMAGE_LIMIT = 1
 
@@ -173,14 +173,17 @@ class EngineConfig:
         metadata={
             "help": "quantize the linear layers at load time: int8 or int4 weight-only "
             "(torch's packed kernels: less memory), or w8a8, int8 weights and per-token int8 "
-            "activations (fbgemm, CPU: less memory and faster); the lm_head and embeddings "
-            "stay in full precision; default: none"
+            "activations (fbgemm, CPU: less memory and faster), or w4a8, 4-bit weights "
+            "and per-token int8 activations (llmkit's AVX2 kernel, CPU: least memory, "
+            "faster than float32); the lm_head and embeddings stay in full precision; "
+            "default: none"
         },
     )
     quantization_group_size: int = field(
         default=128,
         metadata={
-            "help": "int4's group size: input columns sharing one scale and zero, one of "
+            "help": "int4's and w4a8's group size: input columns sharing one scale and "
+            "zero, one of "
             + ", ".join(map(str, _INT4_GROUP_SIZES))
             + " (capped at a layer's input size)"
         },

@@ -1,4 +1,4 @@
-"""int8 / int4 weight-only and w8a8: the accuracy cost against float32, and serving.
+"""int8 / int4 weight-only, w8a8 and w4a8: the accuracy cost against float32, and serving.
 
 The reference is llmkit's own float32 model, which the HF parity tests hold to HF token for
 token. Each quantized model scores float32's greedy sequences (prompt logprobs, teacher
@@ -11,6 +11,9 @@ bfloat16 as the kernels take them: int8's max difference is 0.047..0.065, its me
 0.012..0.013 and its top-1 agreement 0.92..0.96; int4's max difference is 0.53..0.83, its
 mean 0.14..0.19 and its agreement 0.57..0.66. w8a8 (int8 weights, activations quantized to
 7 bits per token) sits between: max 0.08..0.15, mean 0.026..0.030, agreement 0.90..0.95.
+w4a8 (4-bit weights, 8-bit activations per token) errs as int4 does: max 0.54..0.75, mean
+0.146..0.180, agreement 0.53..0.68 (group 32 or 128 alike); under a LoRA adapter max 1.03,
+mean 0.21.
 The random test models have
 small margins between their top tokens, so int4's agreement is far below what trained
 models show; the bounds leave about 2x margin on the errors and ~0.1 on agreement.
@@ -32,6 +35,7 @@ BOUNDS = {  # method: (max |dlogprob|, mean |dlogprob|, min top-1 agreement)
     "int8": (0.15, 0.03, 0.85),
     "w8a8": (0.3, 0.06, 0.8),
     "int4": (1.6, 0.35, 0.45),
+    "w4a8": (1.6, 0.35, 0.45),  # int4's: the weight's rounding dominates
 }
 
 
@@ -74,7 +78,8 @@ def reference(request, model_factory):
 
 
 @pytest.mark.parametrize(
-    ("method", "group_size"), [("int8", 128), ("w8a8", 128), ("int4", 32), ("int4", 128)]
+    ("method", "group_size"),
+    [("int8", 128), ("w8a8", 128), ("int4", 32), ("int4", 128), ("w4a8", 32), ("w4a8", 128)],
 )
 def test_accuracy_against_float32(reference, method, group_size):
     path, seqs, ref = reference
@@ -104,7 +109,7 @@ def test_int4_errs_more_than_int8(model_factory):
     assert int4[1] > 3 * int8[1]
 
 
-@pytest.mark.parametrize("method", ["int8", "w8a8"])
+@pytest.mark.parametrize("method", ["int8", "w8a8", "w4a8"])
 def test_quantized_base_under_lora(model_factory, lora_factory, method):
     """LoRA's update runs in full precision on top of the quantized base projections."""
     path = model_factory("llama")
@@ -123,7 +128,7 @@ def test_quantized_base_under_lora(model_factory, lora_factory, method):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"quantization": "fp8"}, "quantization must be one of int8, int4, w8a8"),
+        ({"quantization": "fp8"}, "quantization must be one of int8, int4, w8a8, w4a8"),
         ({"quantization_group_size": 48}, "quantization_group_size must be one of 32, 64"),
         (
             {"quantization": "int8", "tensor_parallel_size": 2},
@@ -151,20 +156,24 @@ def test_prefill_and_decode_paths_agree(method, weight_error):
     assert (many - linear(x)).abs().max() < weight_error
 
 
-def test_w8a8_rows_do_not_depend_on_their_batch():
+@pytest.mark.parametrize(
+    ("method", "out_error", "weight_error"), [("w8a8", 0.1, 0.01), ("w4a8", 0.3, 0.005)]
+)
+def test_activation_quantized_rows_do_not_depend_on_their_batch(method, out_error, weight_error):
     """Each token gets its own activation scale: a row's output is the same bits alone, in
     a batch, or beside rows 100x larger (one scale per tensor would coarsen it there)."""
     torch.manual_seed(0)
     linear = nn.Linear(256, 72, bias=True)
-    layer = QuantizedLinear(linear, "w8a8")
+    layer = QuantizedLinear(linear, method, 32)
     x = torch.randn(40, 256)
     alone = torch.cat([layer(x[i : i + 1]) for i in range(40)])
     loud = torch.cat([x[:8], 100 * torch.randn(8, 256)])
     assert torch.equal(layer(x), alone)
     assert torch.equal(layer(loud)[:8], alone[:8])
-    # Against float32: 7-bit activations and int8 weights, over 256-term sums.
-    assert (layer(x) - linear(x)).abs().max() < 0.1
-    assert torch.allclose(layer.dequantized(), linear.weight, atol=0.01)
+    # Against float32, over 256-term sums: w8a8 (7-bit activations, int8 weights) errs by
+    # 0.03, w4a8 (8-bit, 4-bit weights in groups of 32, steps of ~0.008) by 0.13.
+    assert (layer(x) - linear(x)).abs().max() < out_error
+    assert torch.allclose(layer.dequantized(), linear.weight, atol=weight_error)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

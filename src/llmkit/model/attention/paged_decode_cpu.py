@@ -4,88 +4,29 @@ The torch path gathers each decode group's K/V out of the cache into a padded co
 SDPA over it: three passes over the context's bytes (read, write, read) and SDPA's flash
 kernel, which is slow at one query. ``csrc/paged_decode.c`` reads each request's keys and
 values once through its block table (float32; one POSIX thread per torch thread). It is
-compiled with the system C compiler (``$CC``, else ``cc``) for this CPU (``-march=native``)
-into ``~/.cache/llmkit/kernels``, keyed by the source, the flags, the compiler and the CPU's
-feature flags; with no compiler, or if the build or load fails, :func:`load` returns None
-and the torch path runs instead, as before.
+built for this CPU on first use by :mod:`llmkit.model.cbuild`; with no compiler, or if the
+build or load fails, :func:`load` returns None and the torch path runs instead, as before.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import logging
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import torch
 
-logger = logging.getLogger(__name__)
+from llmkit.model.cbuild import load_library
 
 SOURCE = Path(__file__).with_name("csrc") / "paged_decode.c"
-# Not -ffast-math: linking with it adds crtfastmath, which sets flush-to-zero for the whole
-# process when the library loads. These let the dot products vectorize and change nothing
-# outside the kernel.
-FLAGS = (
-    "-O3",
-    "-march=native",
-    "-fno-math-errno",
-    "-fno-trapping-math",
-    "-fassociative-math",
-    "-fno-signed-zeros",
-    "-fPIC",
-    "-shared",
-    "-pthread",
-)
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
-
-
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line
-    except OSError:
-        pass
-    return ""
-
-
-def _build(compiler: str, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = Path(tmp) / target.name
-        subprocess.run(
-            [compiler, *FLAGS, str(SOURCE), "-o", str(built), "-lm"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        os.replace(built, target)  # atomic: a concurrent build never loads half a file
 
 
 @functools.cache
 def load() -> ctypes.CDLL | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None or not SOURCE.exists():
-        return None
-    try:
-        version = subprocess.run(
-            [compiler, "--version"], capture_output=True, text=True, timeout=30
-        ).stdout
-        key = hashlib.sha256(
-            SOURCE.read_bytes() + "\0".join([*FLAGS, version, _cpu_flags()]).encode()
-        ).hexdigest()[:16]
-        target = Path.home() / ".cache" / "llmkit" / "kernels" / f"paged_decode-{key}.so"
-        if not target.exists():
-            _build(compiler, target)
-        lib = ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError) as exc:
-        logger.warning("CPU decode-attention kernel unavailable, using torch ops: %s", exc)
+    lib = load_library(SOURCE)
+    if lib is None:
         return None
     lib.paged_decode_f32.restype = ctypes.c_int
     lib.paged_decode_f32.argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64]

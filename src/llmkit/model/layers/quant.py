@@ -1,4 +1,4 @@
-"""Quantized linear layers on torch's own kernels: int8 / int4 weight-only, and w8a8.
+"""Quantized linear layers: int8 / int4 weight-only and w8a8 on torch's kernels, w4a8 on ours.
 
 The weights are quantized once from the loaded full-precision layer. int8 and w8a8: one
 symmetric scale per output channel. int4: asymmetric, a scale and a zero per group of
@@ -15,6 +15,9 @@ symmetric scale per output channel. int4: asymmetric, a scale and a zero per gro
   16-bit pair sums); each row is divided by its own peak first and multiplied back after, so
   every token gets its own scale, as in llama.cpp's q8_0 matmuls and vLLM's dynamic int8,
   and a request's numbers do not depend on the rest of its batch.
+- ``w4a8`` (CPU): 4-bit weights (a scale and min per group) and per-token int8 activations
+  on llmkit's AVX2 kernel (:mod:`llmkit.model.layers.w4a8`), at every row count: it beats
+  float32 GEMM at prefill sizes too, so it never dequantizes.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from llmkit.model.layers import w4a8
 from llmkit.model.layers.swap import replace_linears
 
-QUANTIZATIONS = ("int8", "int4", "w8a8")
+QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 INT4_GROUP_SIZES = (32, 64, 128, 256)
 _aten = torch.ops.aten
 _ACT = torch.bfloat16
@@ -47,6 +51,8 @@ def has_kernels(method: str, device: torch.device) -> bool:
     """Whether this torch build has ``method``'s kernels on ``device``'s type."""
     if method == "w8a8":
         return device.type == "cpu" and _int8_gemm_engine() is not None
+    if method == "w4a8":  # the C kernel, else the same math in torch ops
+        return device.type == "cpu"
     op = "_weight_int8pack_mm" if method == "int8" else "_weight_int4pack_mm"
     if method == "int4" and device.type == "cpu":
         op = "_weight_int4pack_mm_for_cpu"
@@ -61,6 +67,7 @@ class QuantizedLinear(nn.Module):
     scales: torch.Tensor  # int8
     scale_zeros: torch.Tensor  # int4: [in / group, out, 2]
     codes: torch.Tensor  # int4 on CPU: two codes a byte, for dequantized()
+    mins: torch.Tensor  # w4a8
 
     def __init__(self, linear: nn.Linear, method: str, group_size: int = 128) -> None:
         super().__init__()
@@ -74,6 +81,12 @@ class QuantizedLinear(nn.Module):
             self._int8(weight.float())
         elif method == "int4":
             self._int4(weight.float(), group_size)
+        elif method == "w4a8":
+            self.group_size = w4a8.group_for(self.in_features, group_size)
+            packed = w4a8.pack(weight, self.group_size)
+            w4a8.load()  # builds the kernel at model load, not in a request's first step
+            for name, tensor in zip(("qweight", "scales", "mins"), packed):
+                self.register_buffer(name, tensor)
         else:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}")
 
@@ -125,6 +138,9 @@ class QuantizedLinear(nn.Module):
             return weight.dequantize().to(self.dtype)
         if self.method == "int8":
             return self.qweight.to(self.dtype) * self.scales.to(self.dtype)[:, None]
+        if self.method == "w4a8":
+            weight = w4a8.dequantize(self._w4a8_packed())
+            return weight[: self.out_features, : self.in_features].to(self.dtype)
         n, half = self.codes.shape
         q = torch.stack([self.codes >> 4, self.codes & 15], dim=-1).view(n, -1, self.group_size)
         scales, zeros = self.scale_zeros.to(self.dtype).transpose(0, 1).unbind(-1)
@@ -136,6 +152,8 @@ class QuantizedLinear(nn.Module):
         x = x.reshape(-1, self.in_features)
         if self.gemm is not None:
             out = self._w8a8(x)
+        elif self.method == "w4a8":
+            out = w4a8.linear(x, self._w4a8_packed(), self.out_features).to(self.dtype)
         elif self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
             out = F.linear(x, self.dequantized())
         else:
@@ -153,6 +171,9 @@ class QuantizedLinear(nn.Module):
                 x, self.qweight, self.group_size, self.scale_zeros
             )
         return _aten._weight_int4pack_mm(x, self.qweight, self.group_size, self.scale_zeros)
+
+    def _w4a8_packed(self) -> w4a8.Packed:
+        return w4a8.Packed(self.qweight, self.scales, self.mins)
 
     def _w8a8(self, x: torch.Tensor) -> torch.Tensor:
         """Per-token activation scales through fbgemm's per-tensor one (module docstring).

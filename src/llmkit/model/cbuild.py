@@ -1,0 +1,87 @@
+"""Build, cache and load the small C kernels the CPU paths use, with the system compiler.
+
+Each kernel is one C file shipped with the package. It is compiled on first use with
+``$CC`` (else ``cc``/``gcc``) for this CPU (``-march=native``) into
+``~/.cache/llmkit/kernels``, keyed by the source, the flags, the compiler's version and the
+CPU's feature flags, so a changed source, compiler or machine gets its own build. With no
+compiler, or when the build or load fails (a source may refuse a CPU it has no code for with
+``#error``), :func:`load_library` returns None and the caller keeps its torch path.
+
+A kernel built with ``openmp`` links libgomp.so.1 by that name; loaded after torch (whose
+CPU build ships and loads a libgomp.so.1), the dynamic loader hands it torch's copy, so the
+kernel's parallel regions run on torch's own OpenMP threads instead of competing with them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# Not -ffast-math: linking with it adds crtfastmath, which sets flush-to-zero for the whole
+# process when the library loads. These let the loops vectorize and change nothing outside
+# the kernels.
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+    "-fassociative-math",
+    "-fno-signed-zeros",
+    "-fPIC",
+    "-shared",
+    "-pthread",
+)
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return ""
+
+
+def _build(compiler: str, flags: list[str], source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = Path(tmp) / target.name
+        subprocess.run(
+            [compiler, *flags, str(source), "-o", str(built), "-lm"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        os.replace(built, target)  # atomic: a concurrent build never loads half a file
+
+
+def load_library(source: Path, openmp: bool = False) -> ctypes.CDLL | None:
+    """``source`` compiled for this machine (built once, then cached), or None where it
+    cannot be built or loaded here. Callers cache the result and declare its signatures."""
+    flags = [*FLAGS, "-fopenmp"] if openmp else list(FLAGS)
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or not source.exists():
+        return None
+    try:
+        version = subprocess.run(
+            [compiler, "--version"], capture_output=True, text=True, timeout=30
+        ).stdout
+        key = hashlib.sha256(
+            source.read_bytes() + "\0".join([*flags, version, _cpu_flags()]).encode()
+        ).hexdigest()[:16]
+        target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
+        if not target.exists():
+            _build(compiler, flags, source, target)
+        return ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.warning("C kernel %s unavailable, using torch ops: %s", source.name, exc)
+        return None

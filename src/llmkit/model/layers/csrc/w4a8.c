@@ -1,0 +1,162 @@
+/* y = x W^T for 4-bit weights and per-token int8 activations, AVX2 (issue 18's w4a8).
+ *
+ * Weights: unsigned codes q in 0..15, w = q * scale + min, one float16 scale and min per
+ * group of G inputs (G a multiple of 32) of each output column. Activations: each row of x
+ * is quantized here to s8 with its own scale (peak / 127), and the sum of each group's codes
+ * is kept, so y[m, n] = xscale[m] * sum_g (scale[n, g] * dot_g(q_w, q_x) + min[n, g] *
+ * sum_g(q_x)).
+ *
+ * Layout (made by w4a8.py): output columns in tiles of 8; per tile, per 8 inputs, 32 bytes:
+ * byte 4c + j holds column c's input k + j in its low nibble and k + 4 + j in its high one.
+ * One 32-byte load thus gives, after a mask and a shift, two vectors of 8 columns x 4 inputs,
+ * and _mm256_maddubs_epi16 against 4 activation bytes broadcast to every lane leaves each
+ * lane pair on one column: the 8 columns come out in 8 float lanes, with no horizontal sums.
+ * maddubs's u8 x s8 pair sums are at most 2 * 15 * 127 = 3810, so eight of them (32 inputs)
+ * add up in int16 without saturating; a madd with ones widens them to int32 per 32 inputs,
+ * and the block's sum goes into float with an FMA by the group's scale (keeping an int32 sum
+ * per group as well needs more than AVX2's 16 registers: the spills made it ~25% slower). A
+ * pass computes MT rows x 8 columns, so each unpacked weight vector serves MT rows.
+ *
+ * Threads: the rows are quantized, then the output tiles computed, each split over n_threads
+ * OpenMP threads. Built with -fopenmp, the library needs libgomp.so.1, which the dynamic
+ * loader resolves to the one torch has loaded: the kernel runs on torch's own thread pool.
+ * (On its own POSIX threads the decode step's linears ran at 0.6x their speed alone: torch's
+ * OpenMP workers spin for a while after each op and took the cores from them.)
+ */
+#if !defined(__AVX2__) || !defined(__F16C__) || !defined(__FMA__)
+#error "the w4a8 kernel needs AVX2, F16C and FMA"
+#endif
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MT 4
+#define ROW_BLOCK 64 /* rows whose int8 activations stay in L2 while all tiles pass */
+
+typedef struct {
+    const float *x;
+    const uint8_t *w;
+    const uint16_t *scale, *min;
+    float *out;
+    int8_t *q;
+    float *xscale, *xsum;
+    int64_t M, K, Kp, N, G;
+} Job;
+
+/* Rows [first, last) of x to s8 (x * 127 / peak, rounded half to even), zero-padded to Kp;
+ * xscale = peak / 127, xsum = each group's sum of codes. */
+static void quantize_rows(const Job *job, int64_t first, int64_t last) {
+    const int64_t K = job->K, Kp = job->Kp, G = job->G, groups = Kp / G;
+    for (int64_t m = first; m < last; m++) {
+        const float *x = job->x + m * K;
+        int8_t *q = job->q + m * Kp;
+        float peak = 0.f;
+        for (int64_t k = 0; k < K; k++) peak = fmaxf(peak, fabsf(x[k]));
+        const float inv = peak > 0.f ? 127.f / peak : 0.f;
+        job->xscale[m] = peak / 127.f;
+        for (int64_t k = 0; k < K; k++) q[k] = (int8_t)fminf(fmaxf(nearbyintf(x[k] * inv), -127.f), 127.f);
+        memset(q + K, 0, (size_t)(Kp - K));
+        for (int64_t g = 0; g < groups; g++) {
+            int32_t s = 0;
+            for (int64_t k = g * G; k < (g + 1) * G; k++) s += q[k];
+            job->xsum[m * groups + g] = (float)s;
+        }
+    }
+}
+
+/* out[m0 .. m0 + mt, 8 t .. 8 t + 8] (the last tile's spare columns are dropped). */
+static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t, int64_t m0, int mt) {
+    const int64_t Kp = job->Kp, G = job->G, groups = Kp / G, N = job->N;
+    const uint8_t *w = job->w + t * Kp * 4;
+    const uint16_t *scale = job->scale + t * groups * 8, *min = job->min + t * groups * 8;
+    const int8_t *q = job->q + m0 * Kp;
+    const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[MT];
+    for (int r = 0; r < mt; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scale + g * 8)));
+        for (int64_t k0 = g * G; k0 < (g + 1) * G; k0 += 32) {
+            __m256i pairs[MT];
+            for (int r = 0; r < mt; r++) pairs[r] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+            for (int64_t k = k0; k < k0 + 32; k += 8) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k * 4));
+                const __m256i lo = _mm256_and_si256(v, nibble);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+                for (int r = 0; r < mt; r++) {
+                    int32_t a0, a1;
+                    memcpy(&a0, q + r * Kp + k, 4);
+                    memcpy(&a1, q + r * Kp + k + 4, 4);
+                    pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(a0)));
+                    pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a1)));
+                }
+            }
+            for (int r = 0; r < mt; r++) {
+                const __m256i sum = _mm256_madd_epi16(pairs[r], ones);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), s, acc[r]);
+            }
+        }
+        const __m256 z = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(min + g * 8)));
+        for (int r = 0; r < mt; r++)
+            acc[r] = _mm256_fmadd_ps(z, _mm256_set1_ps(job->xsum[(m0 + r) * groups + g]), acc[r]);
+    }
+    const int64_t width = N - t * 8 < 8 ? N - t * 8 : 8;
+    for (int r = 0; r < mt; r++) {
+        const __m256 y = _mm256_mul_ps(acc[r], _mm256_set1_ps(job->xscale[m0 + r]));
+        float *o = job->out + (m0 + r) * N + t * 8;
+        if (width == 8) {
+            _mm256_storeu_ps(o, y);
+        } else {
+            float spare[8];
+            _mm256_storeu_ps(spare, y);
+            memcpy(o, spare, sizeof(float) * (size_t)width);
+        }
+    }
+}
+
+/* Output tiles [first, last), ROW_BLOCK rows at a time. */
+static void gemm_tiles(const Job *job, int64_t first, int64_t last) {
+    for (int64_t r0 = 0; r0 < job->M; r0 += ROW_BLOCK) {
+        const int64_t r1 = r0 + ROW_BLOCK < job->M ? r0 + ROW_BLOCK : job->M;
+        for (int64_t t = first; t < last; t++) {
+            int64_t m = r0;
+            for (; m + MT <= r1; m += MT) tile(job, t, m, MT);
+            switch (r1 - m) {
+                case 3: tile(job, t, m, 3); break;
+                case 2: tile(job, t, m, 2); break;
+                case 1: tile(job, t, m, 1); break;
+                default: break;
+            }
+        }
+    }
+}
+
+/* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
+ * rounded up to G, N's tiles padded to 8 columns). Returns 0, or -1 out of memory. */
+int w4a8_linear(const float *x, const uint8_t *w, const uint16_t *scale, const uint16_t *min,
+                float *out, int64_t M, int64_t K, int64_t Kp, int64_t N, int64_t G,
+                int64_t n_threads) {
+    const int64_t tiles = (N + 7) / 8;
+    if (M == 0) return 0;
+    int8_t *q = malloc((size_t)(M * Kp));
+    float *xscale = malloc(sizeof(float) * (size_t)M);
+    float *xsum = malloc(sizeof(float) * (size_t)(M * (Kp / G)));
+    const int status = q != NULL && xscale != NULL && xsum != NULL ? 0 : -1;
+    if (status == 0) {
+        const Job job = {x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G};
+#pragma omp parallel num_threads(n_threads < 1 ? 1 : (int)n_threads)
+        {
+            const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
+            quantize_rows(&job, M * i / n, M * (i + 1) / n);
+#pragma omp barrier
+            gemm_tiles(&job, tiles * i / n, tiles * (i + 1) / n);
+        }
+    }
+    free(q);
+    free(xscale);
+    free(xsum);
+    return status;
+}

@@ -1,0 +1,131 @@
+"""w4a8: 4-bit weights times per-token int8 activations, on a small AVX2 C kernel.
+
+torch has no int4 x int8 kernel on x86 and its int4 weight-only kernel is no faster than
+float32 GEMM on AVX2, so this is llama.cpp's q4 matmul recipe in ``csrc/w4a8.c``: each
+activation row is quantized to s8 with its own scale, and the 4-bit codes meet it in integer
+dot products (``maddubs``), four times as many per instruction as float32 FMAs. The weight
+is asymmetric: codes 0..15 with a float16 scale and min per group of ``group`` inputs (the
+min rides on each group's sum of activation codes). :func:`pack` lays the codes out for the
+kernel (see the C file) and keeps nothing else: 4 + 32 / group bits a weight (5 at group
+32, 4.25 at 128).
+
+The kernel is built for this CPU on first use by :mod:`llmkit.model.cbuild`. Where it cannot
+be (no compiler, no AVX2), :func:`linear` runs the same quantized math in torch: activation
+codes times the dequantized weight, equal to the kernel's numbers up to float rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from llmkit.model.cbuild import load_library
+
+SOURCE = Path(__file__).with_name("csrc") / "w4a8.c"
+TILE = 8  # output columns a kernel pass produces (one float lane each)
+BLOCK = 32  # inputs whose int16 pair sums cannot saturate; a group is whole blocks
+_I64, _P = ctypes.c_int64, ctypes.c_void_p
+
+
+class Packed(NamedTuple):
+    """``codes`` uint8 ``[tiles, Kp / 8, 32]`` (two codes a byte, the kernel's layout);
+    ``scales`` and ``mins`` float16 ``[tiles, Kp / group, 8]``."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+    mins: torch.Tensor
+
+
+@functools.cache
+def load() -> ctypes.CDLL | None:
+    """The compiled kernel, or None where it cannot be built or loaded here."""
+    lib = load_library(SOURCE, openmp=True)
+    if lib is None:
+        return None
+    lib.w4a8_linear.restype = ctypes.c_int
+    lib.w4a8_linear.argtypes = [_P] * 5 + [_I64] * 6
+    return lib
+
+
+def group_for(in_features: int, group_size: int) -> int:
+    """The group a layer uses: ``group_size``, or its input size rounded up to whole blocks
+    when that is smaller (the inputs are zero-padded to whole groups)."""
+    return min(group_size, -(-in_features // BLOCK) * BLOCK)
+
+
+def pack(weight: torch.Tensor, group: int) -> Packed:
+    """``weight`` ``[out, in]`` quantized and laid out for the kernel; zero-padded to whole
+    tiles of output columns and whole groups of inputs."""
+    if group % BLOCK:
+        raise ValueError(f"w4a8's group size must be a multiple of {BLOCK}, got {group}")
+    n, k = weight.shape
+    np_, kp = -(-n // TILE) * TILE, -(-k // group) * group
+    w = F.pad(weight.float(), (0, kp - k, 0, np_ - n)).view(np_, kp // group, group)
+    low, high = w.amin(dim=-1), w.amax(dim=-1)
+    scales, mins = ((high - low) / 15).half(), low.half()
+    # The codes are chosen for the float16 scale and min the kernel will use.
+    step = torch.where(scales > 0, scales.float(), 1.0)[..., None]
+    q = torch.round((w - mins.float()[..., None]) / step).clamp_(0, 15).to(torch.uint8)
+    # [tile, column, chunk of 8 inputs, half, 4] -> [tile, chunk, half, column, 4]
+    q = q.view(np_ // TILE, TILE, kp // 8, 2, 4).permute(0, 2, 3, 1, 4)
+    codes = (q[:, :, 0] | q[:, :, 1] << 4).reshape(np_ // TILE, kp // 8, 32)
+
+    def per_tile(t: torch.Tensor) -> torch.Tensor:
+        return t.view(np_ // TILE, TILE, -1).transpose(1, 2).contiguous()
+
+    return Packed(codes.contiguous(), per_tile(scales), per_tile(mins))
+
+
+def dequantize(packed: Packed) -> torch.Tensor:
+    """The padded weight ``[Np, Kp]`` in float32, as the kernel sees it."""
+    codes, scales, mins = packed
+    tiles, chunks, _ = codes.shape
+    halves = torch.stack([codes & 15, codes >> 4], dim=2).view(tiles, chunks, 2, TILE, 4)
+    q = halves.permute(0, 3, 1, 2, 4).reshape(tiles * TILE, -1, chunks * 8 // scales.shape[1])
+
+    def per_column(t: torch.Tensor) -> torch.Tensor:
+        return t.float().transpose(1, 2).reshape(tiles * TILE, -1, 1)
+
+    return (q.float() * per_column(scales) + per_column(mins)).view(tiles * TILE, chunks * 8)
+
+
+def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of float32 ``x`` as s8 codes (held in float32) and its scale ``[M, 1]``:
+    the same float operations as the kernel's, so the same codes."""
+    peak = x.abs().amax(dim=-1, keepdim=True)
+    inv = torch.where(peak > 0, 127.0 / peak, 0.0)
+    return torch.round(x * inv).clamp_(-127, 127), peak / 127.0
+
+
+def linear(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
+    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``."""
+    x = x.float().contiguous()
+    rows, k = x.shape
+    lib = load()
+    if lib is None:
+        codes, scale = quantize_activations(x)
+        weight = dequantize(packed)[:out_features, :k]
+        return F.linear(codes, weight) * scale
+    codes, scales, mins = packed
+    out = x.new_empty((rows, out_features))
+    status = lib.w4a8_linear(
+        x.data_ptr(),
+        codes.data_ptr(),
+        scales.data_ptr(),
+        mins.data_ptr(),
+        out.data_ptr(),
+        rows,
+        k,
+        codes.shape[1] * 8,
+        out_features,
+        codes.shape[1] * 8 // scales.shape[1],
+        torch.get_num_threads(),
+    )
+    if status != 0:
+        raise MemoryError("the w4a8 kernel ran out of memory")
+    return out

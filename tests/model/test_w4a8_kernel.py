@@ -1,0 +1,107 @@
+"""The w4a8 C kernel against a float64 reference of the same quantized math, and its torch
+fallback where no compiler is present.
+
+The reference takes the activation codes and scales from ``quantize_activations`` (the
+kernel's float operations, so the same codes) and the weight from ``dequantize`` (the packed
+codes, scales and mins), and sums in float64. What remains between the two is the kernel's
+float32 accumulation: ~1e-6 relative to the output's scale. A wrong layout, a dropped
+block, a wrong zero-point or scale would be off by O(1) relative.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmkit.model.layers import w4a8
+
+needs_kernel = pytest.mark.skipif(w4a8.load() is None, reason="no C compiler / AVX2 here")
+
+
+def reference(x: torch.Tensor, packed: w4a8.Packed, n: int) -> torch.Tensor:
+    codes, scale = w4a8.quantize_activations(x.float())
+    weight = w4a8.dequantize(packed)[:n, : x.shape[1]]
+    return (codes.double() @ weight.double().T) * scale.double()
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want).abs().max() / want.abs().max().clamp(min=1e-30)).item()
+
+
+@needs_kernel
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(1, 70),
+    n=st.integers(1, 45),
+    k=st.integers(1, 300),
+    group=st.sampled_from([32, 64, 128, 256]),
+    threads=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_kernel_matches_the_quantized_math(rows, n, k, group, threads, seed):
+    """Any shape: M = 1, M not a multiple of the 4-row pass, odd N (a partial 8-column
+    tile), K not a multiple of 8, 32 or the group (zero-padded), more threads than tiles."""
+    gen = torch.Generator().manual_seed(seed)
+    weight = torch.randn(n, k, generator=gen) * torch.rand(n, 1, generator=gen)
+    x = torch.randn(rows, k, generator=gen) * 3
+    packed = w4a8.pack(weight, w4a8.group_for(k, group))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = w4a8.linear(x, packed, n)
+    finally:
+        torch.set_num_threads(previous)
+    assert got.shape == (rows, n) and got.dtype == torch.float32
+    assert relative_error(got, reference(x, packed, n)) < 1e-5
+
+
+@needs_kernel
+def test_kernel_on_the_benchmark_shapes():
+    torch.manual_seed(0)
+    for rows, n, k in [(1, 1536, 1024), (32, 5632, 1024), (33, 1024, 2816)]:
+        weight, x = torch.randn(n, k) * 0.05, torch.randn(rows, k)
+        packed = w4a8.pack(weight, 128)
+        assert relative_error(w4a8.linear(x, packed, n), reference(x, packed, n)) < 1e-5
+
+
+def test_zero_rows_and_zero_activations():
+    packed = w4a8.pack(torch.randn(16, 64), 32)
+    assert w4a8.linear(torch.empty(0, 64), packed, 16).shape == (0, 16)
+    assert torch.equal(w4a8.linear(torch.zeros(3, 64), packed, 16), torch.zeros(3, 16))
+
+
+def test_packing_round_trips_within_half_a_step():
+    """Dequantized codes sit within half a quantization step (plus float16's rounding of
+    the scale and min) of the weight; the padding is cut off."""
+    torch.manual_seed(0)
+    weight = torch.randn(19, 100)
+    packed = w4a8.pack(weight, 32)
+    assert packed.codes.shape == (3, 128 // 8, 32) and packed.scales.shape == (3, 4, 8)
+    back = w4a8.dequantize(packed)[:19, :100]
+    step = (weight.view(19, -1).amax(1) - weight.amin(1)).max() / 15
+    assert (back - weight).abs().max() < 0.5 * step + 1e-2
+    # 5 bits a weight: the codes, and a float16 scale and min per group of 32.
+    bits = sum(t.numel() * t.element_size() for t in packed) * 8 / (24 * 128)
+    assert bits == pytest.approx(4 + 32 / 32)
+
+
+def test_without_a_compiler_torch_runs_the_same_math(monkeypatch, tmp_path):
+    """No C compiler (or a broken one): load() says so and linear() takes the torch path,
+    which gives the kernel's numbers up to float rounding."""
+    torch.manual_seed(0)
+    weight, x = torch.randn(37, 200), torch.randn(9, 200)
+    packed = w4a8.pack(weight, 64)
+    kernel = w4a8.linear(x, packed, 37)
+    w4a8.load.cache_clear()
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    try:
+        assert w4a8.load() is None
+        fallback = w4a8.linear(x, packed, 37)
+    finally:
+        w4a8.load.cache_clear()
+    want = reference(x, packed, 37)
+    assert relative_error(fallback, want) < 1e-5
+    assert relative_error(kernel, want) < 1e-5
