@@ -3,7 +3,7 @@
 The torch path gathers each decode group's K/V out of the cache into a padded copy and runs
 SDPA over it: three passes over the context's bytes (read, write, read) and SDPA's flash
 kernel, which is slow at one query. ``csrc/paged_decode.c`` reads each request's keys and
-values once through its block table (float32; one POSIX thread per torch thread). It is
+values once through its block table (float32; on torch's OpenMP threads). It is
 built for this CPU on first use by :mod:`llmkit.model.cbuild`; with no compiler, or if the
 build or load fails, :func:`load` returns None and the torch path runs instead, as before.
 """
@@ -25,7 +25,7 @@ _I64, _P = ctypes.c_int64, ctypes.c_void_p
 @functools.cache
 def load() -> ctypes.CDLL | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    lib = load_library(SOURCE)
+    lib = load_library(SOURCE, openmp=True)
     if lib is None:
         return None
     lib.paged_decode_f32.restype = ctypes.c_int

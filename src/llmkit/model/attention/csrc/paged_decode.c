@@ -3,10 +3,13 @@
  * One query token per request; each request reads its keys and values once, slot by slot
  * through its block table (a slot's heads are contiguous), with no gathered copy: scores
  * for every query head against its KV head, a softmax, and the weighted sum of the values.
- * Requests are split over n_threads POSIX threads. Built and loaded by paged_decode_cpu.py.
+ * Requests are split over n_threads OpenMP threads: built with -fopenmp, the library's
+ * libgomp.so.1 is the copy torch has loaded, so they are torch's own pool rather than
+ * threads fighting its spinning workers for the cores. Built and loaded by
+ * paged_decode_cpu.py.
  */
 #include <math.h>
-#include <pthread.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +83,6 @@ int paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
                      int64_t block_size, int64_t num_heads, int64_t num_kv_heads,
                      int64_t head_dim, float scale, int64_t num_threads) {
     Job jobs[64];
-    pthread_t threads[64];
     const int64_t items = num_reqs;
     int64_t n = num_threads < 1 ? 1 : (num_threads > 64 ? 64 : num_threads);
     if (n > items) n = items > 0 ? items : 1;
@@ -89,14 +91,13 @@ int paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
                         items, width, block_size, num_heads, num_kv_heads, head_dim,
                         scale, i, n, 0};
     }
-    int started[64] = {0};
-    for (int64_t i = 1; i < n; i++) started[i] = pthread_create(&threads[i], NULL, run, &jobs[i]) == 0;
-    run(&jobs[0]);
-    int failed = jobs[0].failed;
-    for (int64_t i = 1; i < n; i++) {
-        if (started[i]) pthread_join(threads[i], NULL);
-        else run(&jobs[i]);
-        failed |= jobs[i].failed;
+#pragma omp parallel num_threads((int)n)
+    {
+        /* The runtime may give fewer threads than asked: each runs every nt-th job. */
+        const int64_t nt = omp_get_num_threads();
+        for (int64_t i = omp_get_thread_num(); i < n; i += nt) run(&jobs[i]);
     }
+    int failed = 0;
+    for (int64_t i = 0; i < n; i++) failed |= jobs[i].failed;
     return failed ? -1 : 0;
 }
