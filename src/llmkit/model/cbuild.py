@@ -5,11 +5,11 @@ Each kernel is one C file shipped with the package. It is compiled on first use 
 ``~/.cache/llmkit/kernels``, keyed by the source, the flags, the compiler's version and the
 CPU's feature flags, so a changed source, compiler or machine gets its own build. With no
 compiler, or when the build or load fails (a source may refuse a CPU it has no code for with
-``#error``), :func:`load_library` returns None and the caller keeps its torch path.
+``#error``), :func:`load_function` returns None and the caller keeps its torch path.
 
-A kernel built with ``openmp`` links libgomp.so.1 by that name; loaded after torch (whose
-CPU build ships and loads a libgomp.so.1), the dynamic loader hands it torch's copy, so the
-kernel's parallel regions run on torch's own OpenMP threads instead of competing with them.
+Kernels are built with ``-fopenmp`` and link libgomp.so.1 by that name; loaded after torch
+(whose CPU build ships and loads a libgomp.so.1), the dynamic loader hands them torch's copy,
+so their parallel regions run on torch's own OpenMP threads instead of competing with them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ FLAGS = (
     "-fPIC",
     "-shared",
     "-pthread",
+    "-fopenmp",
 )
 
 
@@ -64,10 +66,9 @@ def _build(compiler: str, flags: list[str], source: Path, target: Path) -> None:
         os.replace(built, target)  # atomic: a concurrent build never loads half a file
 
 
-def load_library(source: Path, openmp: bool = False) -> ctypes.CDLL | None:
-    """``source`` compiled for this machine (built once, then cached), or None where it
-    cannot be built or loaded here. Callers cache the result and declare its signatures."""
-    flags = [*FLAGS, "-fopenmp"] if openmp else list(FLAGS)
+def load_function(source: Path, name: str, argtypes: Sequence[type]) -> Callable[..., int] | None:
+    """C function ``name`` (returning int) of ``source`` compiled for this machine (built
+    once, then cached), or None where it cannot be built or loaded here. Callers cache it."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not source.exists():
         return None
@@ -76,12 +77,15 @@ def load_library(source: Path, openmp: bool = False) -> ctypes.CDLL | None:
             [compiler, "--version"], capture_output=True, text=True, timeout=30
         ).stdout
         key = hashlib.sha256(
-            source.read_bytes() + "\0".join([*flags, version, _cpu_flags()]).encode()
+            source.read_bytes() + "\0".join([*FLAGS, version, _cpu_flags()]).encode()
         ).hexdigest()[:16]
         target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
         if not target.exists():
-            _build(compiler, flags, source, target)
-        return ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError) as exc:
+            _build(compiler, list(FLAGS), source, target)
+        function = getattr(ctypes.CDLL(str(target)), name)
+    except (OSError, AttributeError, subprocess.SubprocessError) as exc:
         logger.warning("C kernel %s unavailable, using torch ops: %s", source.name, exc)
         return None
+    function.restype = ctypes.c_int
+    function.argtypes = list(argtypes)
+    return function

@@ -58,7 +58,8 @@ class DecodeGraphs:
         block_size: int,
         device: torch.device,
     ) -> None:
-        self.sizes = [s for s in CAPTURE_SIZES if s < max_batch] + [max_batch]
+        top = min(max_batch, CAPTURE_SIZES[-1])  # larger decode steps run eagerly
+        self.sizes = [s for s in CAPTURE_SIZES if s < top] + [top]
         self.max_model_len = max_model_len
         n, width = self.sizes[-1], -(-max_model_len // block_size)
         i32, i64 = torch.int32, torch.int64

@@ -13,7 +13,7 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_memory import keep_freed_memory
-from llmkit.model.cuda_graphs import CAPTURE_SIZES, DecodeGraphs
+from llmkit.model.cuda_graphs import DecodeGraphs
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import quantize_linears
 from llmkit.model.loader import load_model
@@ -150,7 +150,7 @@ class ModelRunner:
             return DecodeGraphs(
                 self.model,
                 self._context,
-                max_batch=min(self.config.max_num_seqs, CAPTURE_SIZES[-1]),
+                max_batch=self.config.max_num_seqs,
                 max_model_len=max_model_len,
                 block_size=self.block_size,
                 device=self.device,

@@ -12,25 +12,22 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from llmkit.model.cbuild import load_library
+from llmkit.model.cbuild import load_function
 
 SOURCE = Path(__file__).with_name("csrc") / "paged_decode.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 
 @functools.cache
-def load() -> ctypes.CDLL | None:
+def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    lib = load_library(SOURCE, openmp=True)
-    if lib is None:
-        return None
-    lib.paged_decode_f32.restype = ctypes.c_int
-    lib.paged_decode_f32.argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64]
-    return lib
+    argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64]
+    return load_function(SOURCE, "paged_decode_f32", argtypes)
 
 
 def paged_decode(
@@ -49,8 +46,8 @@ def paged_decode(
     ``query``/``out`` ``[T, H, D]``, caches ``[blocks, block_size, H_kv, D]``,
     ``block_tables`` ``[B, W]`` and ``seq_lens`` ``[B]`` int32, ``reqs``/``rows`` int64.
     """
-    lib = load()
-    assert lib is not None
+    kernel = load()
+    assert kernel is not None
     for tensors, dtype in (
         ((query, k_cache, v_cache, out), torch.float32),
         ((block_tables, seq_lens), torch.int32),
@@ -59,7 +56,7 @@ def paged_decode(
         if not all(t.dtype == dtype and t.is_contiguous() and t.is_cpu for t in tensors):
             raise ValueError("paged_decode takes contiguous CPU tensors of the documented dtypes")
     block_size, num_kv_heads, head_dim = k_cache.shape[1:]
-    status = lib.paged_decode_f32(
+    status = kernel(
         query.data_ptr(),
         k_cache.data_ptr(),
         v_cache.data_ptr(),

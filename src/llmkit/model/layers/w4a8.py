@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from llmkit.model.cbuild import load_library
+from llmkit.model.cbuild import load_function
 
 SOURCE = Path(__file__).with_name("csrc") / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
@@ -42,14 +43,9 @@ class Packed(NamedTuple):
 
 
 @functools.cache
-def load() -> ctypes.CDLL | None:
+def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    lib = load_library(SOURCE, openmp=True)
-    if lib is None:
-        return None
-    lib.w4a8_linear.restype = ctypes.c_int
-    lib.w4a8_linear.argtypes = [_P] * 5 + [_I64] * 6
-    return lib
+    return load_function(SOURCE, "w4a8_linear", [_P] * 5 + [_I64] * 6)
 
 
 def group_for(in_features: int, group_size: int) -> int:
@@ -106,14 +102,14 @@ def linear(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
     """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``."""
     x = x.float().contiguous()
     rows, k = x.shape
-    lib = load()
-    if lib is None:
+    kernel = load()
+    if kernel is None:
         codes, scale = quantize_activations(x)
         weight = dequantize(packed)[:out_features, :k]
         return F.linear(codes, weight) * scale
     codes, scales, mins = packed
     out = x.new_empty((rows, out_features))
-    status = lib.w4a8_linear(
+    status = kernel(
         x.data_ptr(),
         codes.data_ptr(),
         scales.data_ptr(),
