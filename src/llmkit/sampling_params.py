@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json as jsonlib
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -136,14 +137,38 @@ class SamplingParams:
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
         if self.logit_bias:
-            self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
-        if self.top_k is None or self.top_k < 0:
+            try:
+                self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
+            except (TypeError, ValueError):
+                raise ValueError("logit_bias must map token ids to numbers") from None
+        if self.top_k is None:
+            self.top_k = 0
+        self._check_types()
+        if self.top_k < 0:
             # vLLM accepts -1 (and None) for "no top-k".
             self.top_k = 0
         self._verify()
 
+    def _check_types(self) -> None:
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            _check(
+                value is None or (isinstance(value, int) and not isinstance(value, bool)),
+                name,
+                f"must be an integer, got {value!r}",
+            )
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            _check(
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value),
+                name,
+                f"must be a finite number, got {value!r}",
+            )
+
     def _verify(self) -> None:
-        _check(isinstance(self.n, int) and self.n >= 1, "n", f"must be at least 1, got {self.n}")
+        _check(self.n >= 1, "n", f"must be at least 1, got {self.n}")
         for name in ("presence_penalty", "frequency_penalty"):
             value = getattr(self, name)
             _check(-2.0 <= value <= 2.0, name, f"must be in [-2, 2], got {value}")
@@ -156,7 +181,6 @@ class SamplingParams:
             self.temperature >= 0.0, "temperature", f"must be non-negative, got {self.temperature}"
         )
         _check(0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}")
-        _check(isinstance(self.top_k, int), "top_k", f"must be an integer, got {self.top_k!r}")
         _check(0.0 <= self.min_p <= 1.0, "min_p", f"must be in [0, 1], got {self.min_p}")
         if self.max_tokens is not None:
             _check(self.max_tokens >= 1, "max_tokens", f"must be at least 1, got {self.max_tokens}")
@@ -173,10 +197,31 @@ class SamplingParams:
             if value is not None:
                 _check(value >= 0, name, f"must be non-negative, got {value}")
         _check(all(s for s in self.stop or []), "stop", "cannot contain an empty string")
+        _check(
+            all(isinstance(t, int) and t >= 0 for t in self.stop_token_ids or []),
+            "stop_token_ids",
+            "must hold non-negative token ids",
+        )
         if self.allowed_token_ids is not None:
             _check(len(self.allowed_token_ids) > 0, "allowed_token_ids", "must not be empty")
+            _check(
+                all(isinstance(t, int) and t >= 0 for t in self.allowed_token_ids),
+                "allowed_token_ids",
+                "must hold non-negative token ids",
+            )
+        for token_id, bias in (self.logit_bias or {}).items():
+            _check(
+                token_id >= 0 and math.isfinite(bias),
+                "logit_bias",
+                f"must map non-negative token ids to finite numbers, got {token_id}: {bias}",
+            )
         if self.seed is not None:
-            _check(isinstance(self.seed, int), "seed", f"must be an integer, got {self.seed!r}")
+            # What a torch generator takes: a 64-bit seed, signed or not (vLLM's range).
+            _check(
+                _SEED_MIN <= self.seed <= _SEED_MAX,
+                "seed",
+                f"must be in [{_SEED_MIN}, {_SEED_MAX}], got {self.seed}",
+            )
 
     @property
     def greedy(self) -> bool:
@@ -192,6 +237,16 @@ class SamplingParams:
 
 
 _GREEDY_EPS = 1e-5
+_SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
+_INT_FIELDS = ("n", "top_k", "seed", "max_tokens", "min_tokens", "logprobs", "prompt_logprobs")
+_FLOAT_FIELDS = (
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "temperature",
+    "top_p",
+    "min_p",
+)
 
 
 @dataclass

@@ -354,7 +354,9 @@ async def _openai_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
+    response = _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
+    response.headers.update(exc.headers or {})  # a 405's Allow
+    return response
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
