@@ -168,6 +168,13 @@ class EngineConfig:
             "(default: no limit)"
         },
     )
+    watchdog_timeout_s: float = field(
+        default=120.0,
+        metadata={
+            "help": "report the engine unhealthy (/health and /readyz answer 503) when it holds "
+            "requests but has completed no step for this many seconds"
+        },
+    )
     quantization: str | None = field(
         default=None,
         metadata={
@@ -240,6 +247,8 @@ class EngineConfig:
             )
         if self.max_queue_wait_s is not None and not self.max_queue_wait_s > 0:
             raise ValueError(f"max_queue_wait_s must be > 0, got {self.max_queue_wait_s}")
+        if not self.watchdog_timeout_s > 0:
+            raise ValueError(f"watchdog_timeout_s must be > 0, got {self.watchdog_timeout_s}")
         if not self.cpu_kv_cache_gib > 0:
             raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")
         if self.limit_mm_per_prompt is not None:

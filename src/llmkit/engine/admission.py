@@ -81,10 +81,11 @@ class AdmissionQueue:
         if error is not None:
             raise error
 
-    def reserve(self, tokens: int) -> None:
-        """Take a place for a request of ``tokens`` prompt tokens, or raise the refusal."""
+    def reserve(self, tokens: int, refuse: bool = True) -> None:
+        """Take a place for a request of ``tokens`` prompt tokens, or raise the refusal
+        (``refuse=False``: take it past the limits, as an offline batch does)."""
         with self._lock:
-            error = self._refusal(tokens)
+            error = self._refusal(tokens) if refuse else None
             if error is not None:
                 raise error
             self.requests += 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 
 import torch
 
@@ -66,25 +68,50 @@ class EngineCore:
 
     def add(
         self, state: RequestState, requests: list[Request], lora: LoRAAdapter | None = None
-    ) -> None:
+    ) -> RequestState | None:
         """Queue a request whose place the caller reserved with ``queue.reserve``; ``lora``
-        is the adapter its requests name (``loras.get``)."""
-        if state.request_id in self._requests:
+        is the adapter its requests name (``loras.get``).
+
+        All or nothing: everything that can fail runs before the request is registered, and
+        a request that cannot be added ends at once with its error, holding nothing; its
+        state is returned for the reader to learn that (None when it was queued).
+        """
+        try:
+            if state.request_id in self._requests:
+                raise ValueError(f"request id {state.request_id!r} is already running")
+            seqs = [self._seq_state(state, req, lora) for req in requests]
+        except Exception as exc:  # one bad request must not reach the scheduler
+            logger.warning("request %s could not be added: %r", state.request_id, exc)
             self.queue.release(len(state.prompt_token_ids), None)
-            raise ValueError(f"request id {state.request_id!r} is already running")
+            with state.lock:
+                state.error = f"the engine could not add the request: {exc}"
+            state.mark_updated()
+            return state
         self._requests[state.request_id] = requests
         self.queue.enter(state.request_id, requests[0].arrival_time, len(state.prompt_token_ids))
-        for req in requests:
-            seq = self._seqs[req] = SeqState(state, lora=lora)
-            params = req.sampling_params
-            if params is not None and params.seed is not None:
-                seq.generator = torch.Generator(device=self.runner.device)
-                seq.generator.manual_seed(params.seed)
-            if req.pooling_params is not None:
-                kind = req.pooling_params.pooling_type or self.pooling_config.pooling_type
-                seq.pooler = PoolingAccumulator(kind)
+        for req, seq in zip(requests, seqs):
+            self._seqs[req] = seq
             self._prompt_tokens += req.num_prompt_tokens
             self.scheduler.add(req)
+        return None
+
+    def _seq_state(
+        self, state: RequestState, req: Request, lora: LoRAAdapter | None
+    ) -> SeqState:
+        seq = SeqState(state, lora=lora)
+        params = req.sampling_params
+        if params is not None and params.seed is not None:
+            seq.generator = torch.Generator(device=self.runner.device)
+            seq.generator.manual_seed(params.seed)
+        if req.pooling_params is not None:
+            kind = req.pooling_params.pooling_type or self.pooling_config.pooling_type
+            seq.pooler = PoolingAccumulator(kind)
+        return seq
+
+    @property
+    def num_requests(self) -> int:
+        """The user requests the core holds (queued or running); safe to read from any thread."""
+        return len(self._requests)
 
     def abort(self, request_id: str) -> RequestState | None:
         """End a request wherever it is; its blocks go back at once."""
@@ -154,7 +181,8 @@ class EngineCore:
         touched: dict[str, RequestState] = {}
         for req, first, row, count in plan.prompt_logprobs:
             assert logits is not None
-            self._add_prompt_logprobs(req, first, logits[row : row + count])
+            with self._isolated(req, touched):
+                self._add_prompt_logprobs(req, first, logits[row : row + count])
         self.scheduler.advance(sched)
         if plan.sample:
             assert logits is not None
@@ -162,14 +190,26 @@ class EngineCore:
             tokens = self.sampler(logits[[row for _, row in plan.sample]], rows)
             for (req, _), token in zip(plan.sample, tokens):
                 seq = self._seqs.get(req)
-                if seq is None:  # a sibling's grammar failure ended the whole request
+                if seq is None:  # a sibling's failure ended the whole request
                     continue
-                self._append_token(req, token)
+                with self._isolated(req, touched):
+                    self._append_token(req, token)
                 touched[seq.state.request_id] = seq.state
         if plan.pool:
             for state in self._pool(plan.pool, hidden):
                 touched[state.request_id] = state
         return list(touched.values())
+
+    @contextlib.contextmanager
+    def _isolated(self, req: Request, touched: dict[str, RequestState]) -> Iterator[None]:
+        """Run one request's share of a step's bookkeeping; if it fails, that request alone
+        fails (its reader gets the error) and the step goes on for the others."""
+        try:
+            yield
+        except Exception as exc:
+            logger.exception("request %s failed in a step", req.request_id)
+            for state in self._fail([req], f"engine step failed: {exc!r}"):
+                touched[state.request_id] = state
 
     def _reported_prompt_logprobs(self, req: Request) -> int | None:
         reported = self._seqs[req].state.prompt_logprobs

@@ -117,12 +117,14 @@ class LLM:
             state, requests = self._processor.process(prompt, p, str(self._counter), 0, lora)
             batch.append((state, requests, None if lora is None else core.loras.get(lora)))
         for state, requests, adapter in batch:
-            core.add(state, requests, adapter)
+            # Offline, the whole batch is the queue: the limits are for servers.
+            core.queue.reserve(len(state.prompt_token_ids), refuse=False)
+            core.add(state, requests, adapter)  # one that fails holds its error
         states = [state for state, _, _ in batch]
         bar = tqdm(total=len(states), desc="Processed prompts", disable=not use_tqdm, unit="req")
         generated = core.stats().generated_tokens
         try:
-            pending = {s.request_id for s in states}
+            pending = {s.request_id for s in states if s.error is None}
             while pending:
                 for state in core.step():
                     if state.finished and state.request_id in pending:

@@ -239,8 +239,9 @@ class InputProcessor:
         for i in range(params.n):
             child_params = params
             if params.n > 1 and params.seed is not None:
-                # Each completion draws from its own stream, or all n would be equal.
-                child_params = dataclasses.replace(params, seed=params.seed + i)
+                # Each completion draws from its own stream, or all n would be equal; the
+                # seed wraps as a 64-bit generator's does, so the last seeds stay valid.
+                child_params = dataclasses.replace(params, seed=(params.seed + i) % 2**64)
             completions.append(
                 CompletionState(
                     index=i,

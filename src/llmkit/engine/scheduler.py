@@ -56,34 +56,38 @@ class Scheduler:
         self.encoder_only = encoder_only
         self.max_loras = max_loras  # 0: no adapters, no limit
         self.running: list[Request] = []
+        # A heap by priority and arrival; finished entries stay until they reach the top.
         self._waiting: list[tuple[tuple, Request]] = []
-        self._num_waiting = 0
+        # The requests waiting now: counts come from membership, so finishing a request
+        # twice, or one never added, can never make them drift.
+        self._queued: set[Request] = set()
 
     @property
     def num_waiting(self) -> int:
-        return self._num_waiting
+        return len(self._queued)
 
     @property
     def num_running(self) -> int:
         return len(self.running)
 
     def has_work(self) -> bool:
-        return bool(self.running) or self._num_waiting > 0
+        return bool(self.running) or bool(self._queued)
 
     def add(self, request: Request) -> None:
+        assert request not in self._queued and not request.is_finished, request.request_id
         heapq.heappush(self._waiting, (request.sort_key(), request))
-        self._num_waiting += 1
+        self._queued.add(request)
 
     def finish(self, request: Request, status: RequestStatus) -> None:
         """End ``request`` (stopped, length, aborted, failed) and free its blocks."""
         if request.is_finished:
             return
-        was_waiting = request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
-        request.set_status(status)
-        if was_waiting:
-            self._num_waiting -= 1  # its heap entry is skipped when reached
+        if request in self._queued:
+            self._queued.remove(request)  # its heap entry is skipped when reached
         else:
+            assert request in self.running, f"{request.request_id} is not in the scheduler"
             self.running.remove(request)
+        request.set_status(status)
         if status is RequestStatus.FINISHED_ERROR:
             self.allocator.forget(request)
         else:
@@ -147,7 +151,7 @@ class Scheduler:
             if not self._reserve(req, num_new, cached):
                 break
             heapq.heappop(self._waiting)
-            self._num_waiting -= 1
+            self._queued.remove(req)
             req.set_status(RequestStatus.RUNNING)
             req.num_computed_tokens = num_computed
             if req.num_cached_tokens < 0:

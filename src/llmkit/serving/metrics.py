@@ -94,6 +94,11 @@ class _EngineCollector(Collector):
         )
         yield CounterMetricFamily("llmkit:engine_steps", "Engine steps run.", value=s.steps)
         yield GaugeMetricFamily(
+            "llmkit:engine_healthy",
+            "1 while the engine runs and completes steps; 0 once it died or stalled.",
+            value=float(self._engine.is_healthy()),
+        )
+        yield GaugeMetricFamily(
             "llmkit:num_requests_queued",
             "Requests admitted but not yet run (what max_queued_requests limits).",
             value=s.num_queued,
