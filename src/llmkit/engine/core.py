@@ -81,7 +81,7 @@ class EngineCore:
                 raise ValueError(f"request id {state.request_id!r} is already running")
             seqs = [self._seq_state(state, req, lora) for req in requests]
         except Exception as exc:  # one bad request must not reach the scheduler
-            logger.warning("request %s could not be added: %r", state.request_id, exc)
+            logger.exception("request %s could not be added", state.request_id)
             self.queue.release(len(state.prompt_token_ids), None)
             with state.lock:
                 state.error = f"the engine could not add the request: {exc}"
@@ -95,9 +95,7 @@ class EngineCore:
             self.scheduler.add(req)
         return None
 
-    def _seq_state(
-        self, state: RequestState, req: Request, lora: LoRAAdapter | None
-    ) -> SeqState:
+    def _seq_state(self, state: RequestState, req: Request, lora: LoRAAdapter | None) -> SeqState:
         seq = SeqState(state, lora=lora)
         params = req.sampling_params
         if params is not None and params.seed is not None:
