@@ -39,12 +39,12 @@ def ctx(engine) -> ServingContext:
 async def test_inputs_come_back_in_order_and_base64_is_little_endian_float32(ctx):
     texts = ["a much longer sentence than the next one, to finish later", "short", "mid length"]
     floats = await create_embedding(
-        ctx, prepare_embedding(ctx, EmbeddingRequest(input=texts), "embd-f")
+        ctx, await prepare_embedding(ctx, EmbeddingRequest(input=texts), "embd-f")
     )
     alone = [
         (
             await create_embedding(
-                ctx, prepare_embedding(ctx, EmbeddingRequest(input=t), f"embd-{i}")
+                ctx, await prepare_embedding(ctx, EmbeddingRequest(input=t), f"embd-{i}")
             )
         ).data[0]
         for i, t in enumerate(texts)
@@ -55,7 +55,9 @@ async def test_inputs_come_back_in_order_and_base64_is_little_endian_float32(ctx
     )
     packed = await create_embedding(
         ctx,
-        prepare_embedding(ctx, EmbeddingRequest(input=texts, encoding_format="base64"), "embd-b"),
+        await prepare_embedding(
+            ctx, EmbeddingRequest(input=texts, encoding_format="base64"), "embd-b"
+        ),
     )
     decoded = [np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in packed.data]
     np.testing.assert_array_equal(decoded, np.float32([d.embedding for d in floats.data]))
@@ -72,13 +74,13 @@ async def test_a_bad_request_queues_nothing(ctx, engine):
         EmbeddingRequest(input="ok", model="other"),
     ]:
         with pytest.raises(OpenAIError):
-            prepare_embedding(ctx, req, "embd-bad")
+            await prepare_embedding(ctx, req, "embd-bad")
     assert engine.stats().prompt_tokens == before
 
 
 @pytest.mark.anyio
 async def test_cancelling_aborts_every_input(ctx, engine):
-    job = prepare_embedding(ctx, EmbeddingRequest(input=["word " * 200] * 200), "embd-cancel")
+    job = await prepare_embedding(ctx, EmbeddingRequest(input=["word " * 200] * 200), "embd-cancel")
     async with anyio.create_task_group() as tg:
         tg.start_soon(create_embedding, ctx, job)
         await anyio.sleep(0.3)

@@ -44,11 +44,13 @@ async def collect(stream_fn, ctx, job) -> list:
 @pytest.mark.anyio
 async def test_streamed_chunks_join_to_the_plain_response(ctx):
     req = CompletionRequest(prompt=["one", "two"], n=2, max_tokens=8, temperature=0.0, logprobs=1)
-    full = await create_completion(ctx, prepare_completion(ctx, req, "cmpl-a"))
+    full = await create_completion(ctx, await prepare_completion(ctx, req, "cmpl-a"))
     streamed = CompletionRequest.model_validate(
         {**req.model_dump(), "stream": True, "stream_options": {"include_usage": True}}
     )
-    chunks = await collect(stream_completion, ctx, prepare_completion(ctx, streamed, "cmpl-b"))
+    chunks = await collect(
+        stream_completion, ctx, await prepare_completion(ctx, streamed, "cmpl-b")
+    )
     texts = ["", "", "", ""]
     for chunk in chunks[:-1]:
         (choice,) = chunk.choices
@@ -67,14 +69,14 @@ async def test_chat_stream_starts_with_roles_and_ends_with_usage(ctx):
         stream=True,
         stream_options={"include_usage": True, "continuous_usage_stats": True},
     )
-    chunks = await collect(stream_chat, ctx, prepare_chat(ctx, req, "chatcmpl-a"))
+    chunks = await collect(stream_chat, ctx, await prepare_chat(ctx, req, "chatcmpl-a"))
     assert [c.choices[0].delta.role for c in chunks[:2]] == ["assistant", "assistant"]
     assert all(c.usage is not None for c in chunks)
     assert chunks[-1].usage.completion_tokens == 10
     plain = ChatCompletionRequest.model_validate(
         {**req.model_dump(), "stream": False, "stream_options": None}
     )
-    full = await create_chat(ctx, prepare_chat(ctx, plain, "chatcmpl-b"))
+    full = await create_chat(ctx, await prepare_chat(ctx, plain, "chatcmpl-b"))
     assert full.usage.completion_tokens == 10
 
 
@@ -88,14 +90,14 @@ async def test_a_bad_request_queues_nothing(ctx, engine):
         CompletionRequest(prompt="a", model="other"),
     ]:
         with pytest.raises(OpenAIError):
-            prepare_completion(ctx, req, "cmpl-bad")
+            await prepare_completion(ctx, req, "cmpl-bad")
     assert engine.stats().prompt_tokens == before
 
 
 @pytest.mark.anyio
 async def test_cancelling_a_stream_aborts_its_engine_requests(ctx, engine):
     req = CompletionRequest(prompt=["a", "b"], max_tokens=100, ignore_eos=True, stream=True)
-    job = prepare_completion(ctx, req, "cmpl-cancel")
+    job = await prepare_completion(ctx, req, "cmpl-cancel")
     received = 0
 
     async def emit(chunk) -> None:

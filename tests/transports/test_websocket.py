@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
@@ -343,3 +344,16 @@ async def test_leaving_the_clients_loop_cancels_the_request(ws_server, client):
     async for _chunk in client.chat(**chat_body(5, 200)):
         break
     assert await wait_idle(ws_server, 3.0) < 1.5
+
+
+async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_connection_serves_on(
+    ws_server, client
+):
+    for seed in (2**64, -(2**63) - 1):
+        with pytest.raises(WebSocketError) as failed:
+            with anyio.fail_after(5):
+                await collect_chat(client.chat(**chat_body(0), seed=seed))
+        assert failed.value.param == "seed"
+        with anyio.fail_after(5):
+            assert await collect_chat(client.chat(**chat_body(1)))
+    assert await gauge(ws_server, "llmkit:num_requests_waiting") >= 0

@@ -107,8 +107,9 @@ def serve_command(args: argparse.Namespace) -> int:
     template = chat_template(args.chat_template)
     limits = rate_limits(args)
     loras = lora_modules(args)
-    if args.sse_keepalive_s < 0:
-        raise SystemExit("llmkit: error: --sse-keepalive-s: must be >= 0")
+    for flag in ("sse_keepalive_s", "max_request_body_bytes", "request_body_timeout_s"):
+        if getattr(args, flag) < 0:
+            raise SystemExit(f"llmkit: error: --{flag.replace('_', '-')}: must be >= 0")
     engine, name = _served_engine(args)
     _check_loras(engine, loras, args.served_model_name or [name])
     app = create_app(
@@ -134,6 +135,8 @@ def serve_command(args: argparse.Namespace) -> int:
         sse_keepalive_s=args.sse_keepalive_s or None,
         lora_modules=loras,
         enable_lora_runtime_updates=args.enable_lora_runtime_updates,
+        max_request_body_bytes=args.max_request_body_bytes or None,
+        request_body_timeout_s=args.request_body_timeout_s or None,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = args.uvicorn_log_level or args.log_level

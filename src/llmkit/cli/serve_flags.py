@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from llmkit.serving.options import CONTENT_FORMATS
+from llmkit.transports.http_body import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES
 
 UVICORN_LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
 
@@ -117,6 +118,22 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="send a comment line on a stream idle this long (queued or in a long prefill), "
         "so proxies keep it open; 0 never does (default: 15)",
+    )
+    server.add_argument(
+        "--max-request-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="BYTES",
+        help="answer 413 to a larger request body, images included; 0: no limit "
+        f"(default: {DEFAULT_MAX_BODY_BYTES}, 16 MiB)",
+    )
+    server.add_argument(
+        "--request-body-timeout-s",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="answer 408 to a request whose body has not arrived this long after it began; "
+        f"0: no limit (default: {DEFAULT_BODY_TIMEOUT_S:g})",
     )
     replicas = parser.add_argument_group("replicas on Ray (pip install 'llmkit[ray]')")
     replicas.add_argument(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenizers import Encoding
 from tokenizers.decoders import DecodeStream
 
 
@@ -31,11 +32,11 @@ class Tokenizer:
     ) -> list[int]:
         """Token ids of ``text``; ``max_length`` cuts as ``tokenizer(truncation=True)`` does."""
         if max_length is None:
-            return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+            return self._encode(text, add_special_tokens).ids
         # Cut the text's own tokens on the tokenizer's truncation side, then add the special
         # ones, so a BERT input keeps [CLS] and [SEP]. The backend's truncation setting is
         # left alone: it is shared with every other thread encoding at the same time.
-        enc = self.backend.encode(text, add_special_tokens=False)
+        enc = self._encode(text, False)
         side = getattr(self.hf, "truncation_side", "right")
         if add_special_tokens:
             room = max_length - self.backend.num_special_tokens_to_add(False)
@@ -45,6 +46,11 @@ class Tokenizer:
         if len(ids) > max_length:  # shorter than the special tokens alone
             ids = ids[:max_length] if side == "right" else ids[-max_length:]
         return ids
+
+    def _encode(self, text: str, add_special_tokens: bool) -> Encoding:
+        # encode_batch releases the GIL while it works (encode does not: a 10 MB prompt
+        # held it, and so the event loop and the step thread, for seconds).
+        return self.backend.encode_batch([text], add_special_tokens=add_special_tokens)[0]
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)

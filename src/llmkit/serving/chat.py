@@ -58,7 +58,7 @@ class ChatJob(GenerationJob):
         return Extractor(reasoning, self.tools.parser, self.tools.max_calls)
 
 
-def render_messages(
+async def render_messages(
     ctx: ServingContext,
     conversation: list[dict[str, Any]],
     chat_template: str | None,
@@ -71,13 +71,15 @@ def render_messages(
     if not conversation:
         raise bad_request("messages must not be empty", "messages")
     try:
-        prompt = ctx.engine.render_chat(
-            conversation,
-            chat_template or ctx.chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
+        prompt = await ctx.offload(
+            lambda: ctx.engine.render_chat(
+                conversation,
+                chat_template or ctx.chat_template,
+                chat_template_kwargs,
+                add_generation_prompt,
+                continue_final_message,
+                tools,
+            )
         )
     except ValueError as exc:
         raise from_value_error(exc, _TEMPLATE_FLAGS, default="messages") from None
@@ -90,7 +92,7 @@ def render_messages(
     return EnginePrompt(prompt["prompt"], prompt["prompt_token_ids"])
 
 
-def prepare_chat(
+async def prepare_chat(
     ctx: ServingContext,
     req: ChatCompletionRequest,
     request_id: str,
@@ -119,7 +121,7 @@ def prepare_chat(
         placeholder = ctx.engine.tokenizer.token_text(info.image_token_id)
     fmt = content_format(ctx, req.chat_template)
     conversation = to_conversation(req.messages, fmt, placeholder)
-    prompt = render_messages(
+    prompt = await render_messages(
         ctx,
         conversation,
         req.chat_template,

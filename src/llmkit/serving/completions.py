@@ -32,7 +32,7 @@ class CompletionJob(GenerationJob):
     logprobs: int | None
 
 
-def prepare_completion(
+async def prepare_completion(
     ctx: ServingContext, req: CompletionRequest, request_id: str
 ) -> CompletionJob:
     """Check everything, tokenize and start; raises OpenAIError before any response begins."""
@@ -42,7 +42,7 @@ def prepare_completion(
         raise bad_request("suffix is not supported", "suffix")
     if req.best_of is not None and req.best_of != req.n:
         raise bad_request(f"best_of must equal n ({req.n}) if given, got {req.best_of}", "best_of")
-    prompts = tokenize_inputs(ctx, req.prompt, "prompt")
+    prompts = await tokenize_inputs(ctx, req.prompt, "prompt")
     max_model_len = ctx.engine.model_info.max_model_len
     for prompt in prompts:
         check_context_length(len(prompt.token_ids), req.max_tokens, max_model_len, "prompt")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
 
 from llmkit.errors import EngineOverloadedError
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
@@ -19,6 +22,12 @@ if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
 
 logger = logging.getLogger("llmkit.serving")
+
+T = TypeVar("T")
+
+# Threads that tokenize and render templates for the event loop: few, as each holds a core
+# (the tokenizer releases the GIL) that the engine's own step would otherwise get.
+_OFFLOAD_THREADS = 2
 
 
 @dataclass
@@ -38,12 +47,20 @@ class ServingContext:
     # The parser classes options name, loaded from their plugins once (PluginError if not).
     tool_parser: type[ToolParser] | None = field(init=False, default=None)
     reasoning_parser: type[ReasoningParser] | None = field(init=False, default=None)
+    _offload_limiter: anyio.CapacityLimiter = field(
+        init=False, repr=False, default_factory=lambda: anyio.CapacityLimiter(_OFFLOAD_THREADS)
+    )
 
     def __post_init__(self) -> None:
         if self.options.tool_call_parser:
             self.tool_parser = load(TOOL_PARSERS, self.options.tool_call_parser)
         if self.options.reasoning_parser:
             self.reasoning_parser = load(REASONING_PARSERS, self.options.reasoning_parser)
+
+    async def offload(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args)`` (tokenization, template rendering) on a bounded pool of worker
+        threads, so a huge prompt never stalls the event loop and every other stream."""
+        return await anyio.to_thread.run_sync(work, *args, limiter=self._offload_limiter)
 
     @property
     def model_name(self) -> str:

@@ -35,7 +35,9 @@ class EmbeddingJob:
     encoding_format: str
 
 
-def prepare_embedding(ctx: ServingContext, req: EmbeddingRequest, request_id: str) -> EmbeddingJob:
+async def prepare_embedding(
+    ctx: ServingContext, req: EmbeddingRequest, request_id: str
+) -> EmbeddingJob:
     """Check everything, tokenize and start; raises OpenAIError before any response begins."""
     model = ctx.admit(req, request_id, "embed")
     try:
@@ -46,7 +48,7 @@ def prepare_embedding(ctx: ServingContext, req: EmbeddingRequest, request_id: st
         )
     except ValueError as exc:
         raise from_value_error(exc, _POOLING_FIELDS) from None
-    prompts = tokenize_inputs(
+    prompts = await tokenize_inputs(
         ctx, req.input, "input", params.truncate_prompt_tokens, refuse_empty_text=True
     )
     max_model_len = ctx.engine.model_info.max_model_len

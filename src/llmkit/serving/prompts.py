@@ -27,7 +27,7 @@ class EnginePrompt:
         return prompt
 
 
-def tokenize_inputs(
+async def tokenize_inputs(
     ctx: ServingContext,
     inputs: PromptInput,
     param: str,
@@ -48,7 +48,7 @@ def tokenize_inputs(
         if refuse_empty_text and not item:
             raise bad_request(f"{where} must not be empty", param)
         try:
-            prompt = ctx.engine.tokenize(item, truncate)
+            prompt = await ctx.offload(ctx.engine.tokenize, item, truncate)
         except ValueError as exc:
             error = from_value_error(exc, {"truncate_prompt_tokens"}, default=param)
             if error.param == param:

@@ -29,14 +29,14 @@ def list_models(ctx: ServingContext) -> ModelList:
     return ModelList(data=cards)
 
 
-def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
+async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
     """Token ids of a prompt, or of chat messages rendered through the template."""
     ctx.resolve_model(req.model)
     tokenizer = ctx.engine.tokenizer
     if (req.prompt is None) == (req.messages is None):
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.messages is not None:
-        prompt = render_messages(
+        prompt = await render_messages(
             ctx,
             to_conversation(req.messages, content_format(ctx, req.chat_template)),
             req.chat_template,
@@ -46,10 +46,11 @@ def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:
         )
         ids = prompt.token_ids
         if req.add_special_tokens:
-            ids = tokenizer.encode(prompt.text or "")
+            ids = await ctx.offload(lambda: tokenizer.encode(prompt.text or ""))
     else:
         add_special = True if req.add_special_tokens is None else req.add_special_tokens
-        ids = tokenizer.encode(req.prompt or "", add_special_tokens=add_special)
+        text = req.prompt or ""
+        ids = await ctx.offload(lambda: tokenizer.encode(text, add_special_tokens=add_special))
     return TokenizeResponse(
         count=len(ids),
         max_model_len=ctx.engine.model_info.max_model_len,

@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
@@ -46,6 +46,11 @@ from llmkit.serving.errors import OpenAIError, bad_request, from_validation_erro
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_body import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    RequestBodyLimitMiddleware,
+)
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
@@ -91,6 +96,8 @@ def create_app(
     sse_keepalive_s: float | None = 15.0,
     lora_modules: Sequence[LoRARequest] = (),
     enable_lora_runtime_updates: bool = False,
+    max_request_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+    request_body_timeout_s: float | None = DEFAULT_BODY_TIMEOUT_S,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
@@ -115,6 +122,8 @@ def create_app(
     ``enable_lora``; ``llmkit serve`` checks each with ``engine.add_lora`` before serving);
     ``enable_lora_runtime_updates`` adds ``POST /v1/load_lora_adapter`` and
     ``/v1/unload_lora_adapter`` (``{"lora_name", "lora_path"}``), as vLLM has them.
+    ``max_request_body_bytes``: larger bodies get 413 (images included; None: no limit);
+    ``request_body_timeout_s``: a body not read this long after the request began gets 408.
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
     (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
     POST requests in flight.
@@ -174,6 +183,13 @@ def create_app(
             )
         )
     stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
+    stack.append(
+        Middleware(
+            RequestBodyLimitMiddleware,
+            max_bytes=max_request_body_bytes,
+            timeout_s=request_body_timeout_s,
+        )
+    )
     # Probes and the API's description need no key, as load balancers and tools read them.
     probes = {"/health", "/livez", "/readyz", "/openapi.json"} | (PAGE_PATHS if ui else set())
     if keys:
@@ -197,6 +213,7 @@ def create_app(
         exception_handlers={
             OpenAIError: _openai_error,
             HTTPException: _http_error,
+            ClientDisconnect: _client_left,
             Exception: _internal_error,
         },
         lifespan=_engine_lifespan(engine) if owns_engine else None,
@@ -245,7 +262,8 @@ class _Routes:
 
     async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
-        job = completions.prepare_completion(self.ctx, req, f"cmpl-{request_id(request.scope)}")
+        rid = f"cmpl-{request_id(request.scope)}"
+        job = await completions.prepare_completion(self.ctx, req, rid)
         if job.stream:
             return EventStreamResponse(
                 lambda emit: completions.stream_completion(self.ctx, job, emit),
@@ -259,7 +277,8 @@ class _Routes:
     async def chat_completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, ChatCompletionRequest)
         images = await media.chat_images(self.ctx, req.messages)
-        job = chat.prepare_chat(self.ctx, req, f"chatcmpl-{request_id(request.scope)}", images)
+        rid = f"chatcmpl-{request_id(request.scope)}"
+        job = await chat.prepare_chat(self.ctx, req, rid, images)
         if job.stream:
             return EventStreamResponse(
                 lambda emit: chat.stream_chat(self.ctx, job, emit), keepalive_s=self._keepalive_s
@@ -271,7 +290,8 @@ class _Routes:
 
     async def embeddings(self, request: Request) -> Response:
         req = await _parse(request, EmbeddingRequest)
-        job = embeddings.prepare_embedding(self.ctx, req, f"embd-{request_id(request.scope)}")
+        rid = f"embd-{request_id(request.scope)}"
+        job = await embeddings.prepare_embedding(self.ctx, req, rid)
         result = await run_until_disconnect(
             request.receive, lambda: embeddings.create_embedding(self.ctx, job)
         )
@@ -292,7 +312,7 @@ class _Routes:
         return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
     async def tokenize(self, request: Request) -> Response:
-        return _json(tokens.tokenize(self.ctx, await _parse(request, TokenizeRequest)))
+        return _json(await tokens.tokenize(self.ctx, await _parse(request, TokenizeRequest)))
 
     async def detokenize(self, request: Request) -> Response:
         return _json(tokens.detokenize(self.ctx, await _parse(request, DetokenizeRequest)))
@@ -357,6 +377,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     response = _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
     response.headers.update(exc.headers or {})  # a 405's Allow
     return response
+
+
+async def _client_left(request: Request, exc: Exception) -> Response:
+    """The client left while sending its body: one access-log line with 499, no traceback."""
+    return Response(status_code=_CLIENT_CLOSED)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

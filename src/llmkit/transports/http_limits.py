@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llmkit.serving.errors import OpenAIError
-from llmkit.transports.http_middleware import header, route_path
+from llmkit.transports.http_middleware import header, route_path, send_error
 
 # A key at its concurrency limit learns to retry after this long: a slot frees when any
 # of its requests ends, which the server cannot predict.
@@ -155,7 +155,7 @@ class RateLimitMiddleware:
             limit, error = refusal
             if self._on_limit is not None:
                 self._on_limit(key_id(key), limit)
-            await self._refuse(send, error, self._headers(state))
+            await send_error(send, error, self._headers(state))
             return
         if self._limits.requests_per_second is not None:
             state.level -= 1
@@ -201,21 +201,3 @@ class RateLimitMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
-
-    @staticmethod
-    async def _refuse(send: Send, error: OpenAIError, extra: list[tuple[bytes, bytes]]) -> None:
-        body = error.body().model_dump_json().encode()
-        headers = [(k.encode(), v.encode()) for k, v in error.headers.items()]
-        await send(
-            {
-                "type": "http.response.start",
-                "status": error.status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    *headers,
-                    *extra,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})

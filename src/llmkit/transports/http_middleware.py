@@ -36,6 +36,26 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+async def send_error(
+    send: Send, error: OpenAIError, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Answer with ``error`` in OpenAI's shape, from middleware (before any app ran)."""
+    body = error.body().model_dump_json().encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *[(k.encode(), v.encode()) for k, v in error.headers.items()],
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 def request_id(scope: Scope) -> str:
     """The id RequestContextMiddleware gave this request."""
     return scope["state"]["request_id"]

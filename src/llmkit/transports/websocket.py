@@ -269,22 +269,25 @@ class _Connection:
                     None,
                     "too_many_requests",
                 )
-            request = self._start(message)
+            request = await self._start(message)
         except OpenAIError as exc:
             await self._fail(rid, exc)
             return
         self._requests[rid] = request
         self._tg.start_soon(self._run, rid, request)
 
-    def _start(self, message: Create) -> _Request:
+    async def _start(self, message: Create) -> _Request:
         """The request checked and started, as its HTTP route would with ``stream: true``."""
         ctx, body = self._ctx, {**message.body, "stream": True}
         try:
             if message.kind == "chat.completions.create":
                 req = ChatCompletionRequest.model_validate(body)
-                return _Request(chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}"))
+                job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}")
+                return _Request(job)
             creq = CompletionRequest.model_validate(body)
-            return _Request(completions.prepare_completion(ctx, creq, f"cmpl-{uuid.uuid4().hex}"))
+            return _Request(
+                await completions.prepare_completion(ctx, creq, f"cmpl-{uuid.uuid4().hex}")
+            )
         except ValidationError as exc:
             raise from_validation_error(exc) from None
 

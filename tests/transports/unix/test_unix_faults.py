@@ -259,3 +259,24 @@ async def test_stale_socket_is_replaced_but_nothing_else(engine, tmp_path):
     with pytest.raises(FileExistsError):
         async with serve_unix(engine, link):
             pass
+
+
+@pytest.mark.parametrize("seed", [1.5, "7", -(2**63)])
+async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_abort_after_it_changes_nothing(
+    raw, engine, seed
+):
+    conn = await raw()
+    await conn.send(generate("bad", params={**SHORT, "seed": seed, "temperature": 1.0}))
+    with anyio.fail_after(5):
+        answer = await conn.receive()
+    if seed == -(2**63):  # msgpack's most negative int, and a valid seed: it serves
+        assert answer["type"] == "output"
+        await conn.final("bad")
+    else:
+        assert answer["type"] == "error" and answer["error"]["param"] == "params.seed"
+    await conn.send({"type": "abort", "id": "bad"})
+    await conn.receive()  # unknown_request: it ended, or never started
+    with anyio.fail_after(5):
+        await assert_serves(conn)
+    stats = await settled(engine)
+    assert stats.num_waiting == 0 and stats.num_queued == 0
