@@ -10,6 +10,7 @@ import typing
 from typing import Any
 
 from llmkit.config import EngineConfig
+from llmkit.model.demo import check_model
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 
 # The only place llmkit reads an environment variable for a setting (see DESIGN.md).
@@ -84,11 +85,14 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def engine_config(model: str, args: argparse.Namespace) -> EngineConfig:
-    """The config the flags describe; a bad value ends the command with its message."""
+    """The config the flags describe; a bad value, or a model that is not a model
+    directory, ends the command with its message before anything loads."""
     try:
-        return EngineConfig.from_kwargs(model, **engine_kwargs(args))
-    except (TypeError, ValueError) as exc:
+        config = EngineConfig.from_kwargs(model, **engine_kwargs(args))
+        check_model(model)
+    except (TypeError, ValueError, FileNotFoundError) as exc:
         raise SystemExit(f"llmkit: error: {exc}") from None
+    return config
 
 
 def to_flags(kwargs: dict[str, Any]) -> list[str]:
