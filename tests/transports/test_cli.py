@@ -27,6 +27,27 @@ def test_run_streams_the_greedy_completion(llmkit_cmd, tiny_model, client):
     assert result.stdout == expected.choices[0].text + "\n"
 
 
+# The peak memory of the one child process it runs, in KiB (Linux).
+PEAK_RSS = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def test_run_sizes_its_kv_cache_to_its_one_sequence(llmkit_cmd):
+    """`llmkit run` holds one request: the KV cache of one max_model_len sequence rather
+    than the 2 GiB CPU budget (2.6 GB of memory for the 25M-parameter demo)."""
+    command = [*llmkit_cmd, "run", "demo", "Hello", "--max-tokens", "4"]
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert int(result.stdout.splitlines()[-1]) < 1 << 20
+
+
 # `llmkit chat` as an install without the test extras runs it: no openai package.
 WITHOUT_OPENAI = (
     "import sys; sys.modules['openai'] = None; from llmkit.cli import main; sys.exit(main())"

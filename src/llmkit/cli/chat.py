@@ -30,7 +30,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     chat.add_argument("--api-key", help=f"the server's API key (default: ${API_KEY_ENV})")
     chat.add_argument("--system", help="a system message to start the conversation")
     add_sampling_flags(chat, max_tokens=256)
-    add_engine_flags(chat)
+    # One reply at a time, as ``run``.
+    add_engine_flags(chat, max_num_seqs=1)
     chat.set_defaults(handler=chat_command)
 
 
