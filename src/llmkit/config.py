@@ -13,7 +13,8 @@ _TASKS = ("auto", "generate", "embed")
 _MODALITIES = ("image",)
 _QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
-_DEFAULT_IMAGE_LIMIT = 1
+# vLLM V1's default: as many as fit in the context.
+_DEFAULT_IMAGE_LIMIT = 999
 
 
 @dataclass
@@ -199,7 +200,8 @@ class EngineConfig:
         default=None,
         metadata={
             "help": "the most multimodal items one prompt may hold, per modality, as JSON: "
-            f'{{"image": 2}} (default: {_DEFAULT_IMAGE_LIMIT} image)'
+            f'{{"image": 2}} (default: {_DEFAULT_IMAGE_LIMIT} images, as many as '
+            "max_model_len holds)"
         },
     )
 

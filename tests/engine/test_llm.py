@@ -128,6 +128,13 @@ def test_max_model_len_beyond_the_model_is_rejected(tiny_model):
         LLM(tiny_model, max_model_len=10**6)
 
 
+def test_a_missing_model_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"^no model directory at '/no/such/dir'; "):
+        LLM("/no/such/dir")
+    with pytest.raises(FileNotFoundError, match=r"holds no config\.json$"):
+        LLM(str(tmp_path))
+
+
 def test_unsupported_architecture_lists_the_supported_ones(tiny_model, tmp_path):
     path = tmp_path / "gpt2ish"
     shutil.copytree(tiny_model, path)

@@ -124,7 +124,8 @@ def test_bad_image_input_is_refused_before_queueing(llava_model, tiny_model):
     image(1).save(corrupt, format="PNG")
     corrupt = Image.open(io.BytesIO(corrupt.getvalue()[:60]))
     cases = [
-        (prompt(ONE, [image(1), image(2)]), "more than limit_mm_per_prompt"),
+        # As many images as the context holds (vLLM's default), counted before any is read.
+        (prompt(ONE, ["not an image"] * 8), "8 images take 288 tokens (36 each), more than"),
         (prompt(TWO, [image(1)]), "2 image placeholder(s) for 1 image(s)"),
         (prompt(TEXT, [image(1)]), "0 image placeholder(s) for 1 image(s)"),
         ({"prompt": ONE}, "no image was given"),
@@ -136,14 +137,16 @@ def test_bad_image_input_is_refused_before_queueing(llava_model, tiny_model):
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
             llm.generate([prompt(ONE, [image(1)]), bad], GREEDY, use_tqdm=False)
         assert llm.stats().num_waiting == 0 and llm.stats().num_running == 0
-    tight = LLM(llava_model, max_model_len=40)
+    tight = LLM(llava_model, max_model_len=40, limit_mm_per_prompt={"image": 1})
     with pytest.raises(ValueError, match="max_model_len"):
         tight.generate(prompt(ONE, [image(1)]), GREEDY, use_tqdm=False)
+    with pytest.raises(ValueError, match="more than limit_mm_per_prompt allows"):
+        tight.generate(prompt(TWO, [image(1), image(2)]), GREEDY, use_tqdm=False)
     text_only = LLM(tiny_model, max_model_len=256)
     with pytest.raises(ValueError, match="text-only"):
         text_only.generate(prompt("Hello", [image(1)]), GREEDY, use_tqdm=False)
-    # The engine serves the next request.
-    assert llm.generate(prompt(ONE, [image(1)]), GREEDY, use_tqdm=False)[0].outputs[0].token_ids
+    # The engine serves the next request, two images by default.
+    assert llm.generate(prompt(TWO, [image(1), image(2)]), GREEDY, use_tqdm=False)[0].outputs
 
 
 def test_torchvision_processor_config_loads_with_pil(llava_model, tmp_path):

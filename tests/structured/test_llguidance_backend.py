@@ -107,3 +107,17 @@ def test_sampling_params_take_a_dict():
     params = SamplingParams(structured_outputs={"json_object": True})
     assert params.structured_outputs == StructuredOutputsParams(json_object=True)
     assert params.structured_outputs.kind == "json_object"
+
+
+def test_a_bitmask_as_wide_as_narrower_logits_gets_the_ids_it_covers(tok):
+    """A tokenizer may hold more ids than the model has logits (Qwen2's adds
+    <|endoftext|>): the grammar sees them all, the logits' bitmask the ids it covers."""
+    ids = tok.vocab_size + 64
+    backend = LLGuidanceBackend(tok.backend.to_str(), ids, tok.eos_token_id)
+    matcher = backend.compile(StructuredOutputsParams(choice=["yes", "no"])).matcher()
+    whole = allocate_bitmask(1, ids)
+    matcher.fill_bitmask(whole, 0)
+    logits = allocate_bitmask(1, tok.vocab_size)
+    matcher.fill_bitmask(logits, 0)
+    assert logits.shape[1] < whole.shape[1]
+    assert (logits[0] == whole[0, : logits.shape[1]]).all()

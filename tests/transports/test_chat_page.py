@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -118,9 +119,16 @@ def test_the_page_streams_keeps_the_conversation_and_stops(demo, browser):
     page = browser.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     frames = Frames(page)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
     page.goto(demo.url + "/")
     expect(page.get_by_label("Model")).to_have_value("demo")
     expect(page.locator("#key-form")).to_be_hidden()
+    # Its icon is its own, so a browser asks for no /favicon.ico.
+    icon = httpx.get(urljoin(page.url, page.locator("link[rel=icon]").get_attribute("href")))
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    # Its noise is expected, and the page says so.
+    expect(page.get_by_role("note")).to_contain_text("weights are random")
 
     ask(page, "Hello there", 64)
     seen = watch_reply(page)
@@ -171,6 +179,15 @@ def test_the_page_streams_keeps_the_conversation_and_stops(demo, browser):
         time.sleep(0.1)
     assert frames.done(long_id) == ["cancelled"]
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+    # An error shows once, in the reply it ended.
+    ask(page, "Too long", 10**6)
+    error = page.locator(".message.assistant .error").last
+    expect(error).to_contain_text("maximum context length")
+    message = [m for m in frames.received if m["type"] == "error"][-1]["error"]["message"]
+    assert page.locator("body").inner_text().count(message) == 1
+    expect(page.get_by_role("status")).to_have_text("Failed.")
+    assert failed == []
     screenshot(page, "chat_page.png")
     page.close()
 
@@ -251,6 +268,7 @@ def test_the_page_works_under_a_prefix(start_process, tiny_model, tmp_path, brow
     page.goto(url + "/llm")
     assert page.url == url + "/llm/"
     expect(page.get_by_label("Model")).to_have_value("mounted")
+    expect(page.get_by_role("note")).to_be_hidden()  # a model of the app's, not the demo
     ask(page, "Hello", 8)
     watch_reply(page)
     expect(page.get_by_role("status")).to_contain_text("Done:")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -26,10 +27,39 @@ def test_run_streams_the_greedy_completion(llmkit_cmd, tiny_model, client):
     assert result.stdout == expected.choices[0].text + "\n"
 
 
-def test_chat_with_a_running_server(llmkit_cmd, server, client):
+# The peak memory of the one child process it runs, in KiB (Linux).
+PEAK_RSS = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def test_run_sizes_its_kv_cache_to_its_one_sequence(llmkit_cmd):
+    """`llmkit run` holds one request: the KV cache of one max_model_len sequence rather
+    than the 2 GiB CPU budget (2.6 GB of memory for the 25M-parameter demo)."""
+    command = [*llmkit_cmd, "run", "demo", "Hello", "--max-tokens", "4"]
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert int(result.stdout.splitlines()[-1]) < 1 << 20
+
+
+# `llmkit chat` as an install without the test extras runs it: no openai package.
+WITHOUT_OPENAI = (
+    "import sys; sys.modules['openai'] = None; from llmkit.cli import main; sys.exit(main())"
+)
+
+
+def test_chat_with_a_running_server(server, client):
     result = subprocess.run(
         [
-            *llmkit_cmd,
+            sys.executable,
+            "-c",
+            WITHOUT_OPENAI,
             "chat",
             "--url",
             server.url,
@@ -58,6 +88,19 @@ def test_chat_with_a_running_server(llmkit_cmd, server, client):
     )
     lines = result.stdout.split("\n")
     assert lines[0] == first and len(lines) == 3 and lines[2] == ""
+
+
+def test_chat_with_a_refused_key_is_one_line_of_error(server):
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_OPENAI, "chat", "--url", server.url, "--api-key", "no"],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("llmkit: error: HTTP 401: ")
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_demo_model_builds_a_loadable_directory(llmkit_cmd, tmp_path):

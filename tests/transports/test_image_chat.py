@@ -123,7 +123,7 @@ def test_bad_images_are_400s_and_the_server_serves_on(client, media_dir, image_h
         (image_message(data_url(b"not an image at all")), "cannot be read as a PNG, JPEG"),
         (image_message(data_url(encoded(picture(1), "BMP"), "image/bmp")), "BMP images"),
         (image_message("data:text/plain,hello"), "data:image/<type>;base64"),
-        (image_message(png, png, png), "more than the server allows per prompt"),
+        (image_message(png, png, png), "more than limit_mm_per_prompt allows"),
         (image_message(png, text="and <image> too"), "2 image placeholder(s) for 1 image(s)"),
         (image_message("ftp://127.0.0.1/one.png"), "scheme 'ftp'"),
     ]

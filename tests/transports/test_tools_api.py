@@ -96,6 +96,31 @@ def test_forced_calls_are_valid_streamed_or_not(hermes, choice):
         assert calls == whole and finish == "tool_calls"
 
 
+@pytest.mark.parametrize(
+    ("choice", "cut"),
+    [("required", 3), ({"type": "function", "function": {"name": "get_time"}}, 1)],
+    ids=["required", "named"],
+)
+def test_a_forced_call_cut_by_max_tokens_keeps_its_arguments_as_written(hermes, choice, cut):
+    """As OpenAI: the arguments so far, unclosed, and finish_reason "length"."""
+    kwargs = dict(
+        model="tiny", messages=USER, tools=TOOLS, tool_choice=choice, temperature=0,
+        parallel_tool_calls=False,
+    )  # fmt: skip
+    full = hermes.chat.completions.create(max_tokens=400, **kwargs)
+    whole = full.choices[0].message.tool_calls[0].function.arguments
+    max_tokens = full.usage.completion_tokens - cut  # ends inside the arguments' object
+    out = hermes.chat.completions.create(max_tokens=max_tokens, **kwargs).choices[0]
+    assert out.finish_reason == "length"
+    [call] = out.message.tool_calls
+    arguments = call.function.arguments
+    assert whole.startswith(arguments) and len(arguments) < len(whole), (arguments, whole)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(arguments)
+    chunks = hermes.chat.completions.create(max_tokens=max_tokens, stream=True, **kwargs)
+    assert stream_calls(chunks)[:2] == ([(call.function.name, arguments)], "length")
+
+
 def test_no_parallel_calls_gives_one(hermes):
     out = hermes.chat.completions.create(
         model="tiny", messages=USER, tools=TOOLS, tool_choice="required", temperature=1.0,

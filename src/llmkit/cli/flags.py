@@ -10,6 +10,7 @@ import typing
 from typing import Any
 
 from llmkit.config import EngineConfig
+from llmkit.model.demo import check_model
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 
 # The only place llmkit reads an environment variable for a setting (see DESIGN.md).
@@ -28,43 +29,31 @@ def _base_type(hint: Any) -> Any:
     return hint
 
 
-def _help(field: dataclasses.Field[Any]) -> str:
+def _help(field: dataclasses.Field[Any], default: Any) -> str:
     """The field's own documentation, and its default where the text does not give it."""
     text = field.metadata["help"]
-    return text if field.default is None else f"{text} (default: {field.default})"
+    return text if default is None else f"{text} (default: {default})"
 
 
-def add_engine_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per EngineConfig field but ``model``; unset flags keep the field's default."""
+def add_engine_flags(parser: argparse.ArgumentParser, **defaults: Any) -> None:
+    """One flag per EngineConfig field but ``model``; unset flags keep the field's default,
+    or the command's own in ``defaults``."""
     group = parser.add_argument_group("engine", "EngineConfig fields (see llmkit.EngineConfig)")
     hints = typing.get_type_hints(EngineConfig)
     for field in dataclasses.fields(EngineConfig):
         if field.name == "model":
             continue
         kind = _base_type(hints[field.name])
+        how: dict[str, Any] = {
+            "default": defaults.get(field.name, argparse.SUPPRESS),
+            "help": _help(field, defaults.get(field.name, field.default)),
+        }
         if typing.get_origin(kind) is dict:
-            group.add_argument(
-                _flag(field.name),
-                type=_json_object,
-                default=argparse.SUPPRESS,
-                metavar="JSON",
-                help=_help(field),
-            )
+            group.add_argument(_flag(field.name), type=_json_object, metavar="JSON", **how)
         elif kind is bool:
-            group.add_argument(
-                _flag(field.name),
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=_help(field),
-            )
+            group.add_argument(_flag(field.name), action=argparse.BooleanOptionalAction, **how)
         else:
-            group.add_argument(
-                _flag(field.name),
-                type=kind,
-                default=argparse.SUPPRESS,
-                metavar=kind.__name__.upper(),
-                help=_help(field),
-            )
+            group.add_argument(_flag(field.name), type=kind, metavar=kind.__name__.upper(), **how)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -84,11 +73,14 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def engine_config(model: str, args: argparse.Namespace) -> EngineConfig:
-    """The config the flags describe; a bad value ends the command with its message."""
+    """The config the flags describe; a bad value, or a model that is not a model
+    directory, ends the command with its message before anything loads."""
     try:
-        return EngineConfig.from_kwargs(model, **engine_kwargs(args))
-    except (TypeError, ValueError) as exc:
+        config = EngineConfig.from_kwargs(model, **engine_kwargs(args))
+        check_model(model)
+    except (TypeError, ValueError, FileNotFoundError) as exc:
         raise SystemExit(f"llmkit: error: {exc}") from None
+    return config
 
 
 def to_flags(kwargs: dict[str, Any]) -> list[str]:

@@ -13,7 +13,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("model", help="a model directory, or 'demo'")
     run.add_argument("prompt", help="the text to complete")
     add_sampling_flags(run, max_tokens=128)
-    add_engine_flags(run)
+    # One request at a time: the KV cache then holds one sequence (64 MiB for the demo)
+    # rather than the 2 GiB CPU budget.
+    add_engine_flags(run, max_num_seqs=1)
     run.set_defaults(handler=run_command)
 
 

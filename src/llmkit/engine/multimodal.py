@@ -53,11 +53,9 @@ class ImageInputs:
                 "multi_modal_data: this model is text-only and takes no images; serve a "
                 "multimodal model (LLaVA) for image input"
             )
-        if len(images) > info.max_images_per_prompt:
-            raise ValueError(
-                f"multi_modal_data: the prompt holds {len(images)} images, more than "
-                f"limit_mm_per_prompt allows ({{'image': {info.max_images_per_prompt}}})"
-            )
+        why = info.too_many_images(len(images))
+        if why is not None:
+            raise ValueError(f"multi_modal_data: {why}")
 
     def expand(self, ids: list[int], images: Sequence[Any]) -> tuple[list[int], list[ImageInput]]:
         """``ids`` with each image placeholder repeated ``image_tokens`` times, and the images

@@ -42,9 +42,13 @@ class InputProcessor:
         self.images = ImageInputs(info)
         # Grammars compile here, on the caller's thread (llguidance takes about a
         # millisecond for a typical schema), so the step thread never waits on one.
+        # A grammar may name every token id of the tokenizer, which may hold more than the
+        # model has logits for; the sampler masks those.
         self.grammars = GrammarCompiler(
             lambda: LLGuidanceBackend(
-                tokenizer.backend.to_str(), info.vocab_size, tokenizer.eos_token_id
+                tokenizer.backend.to_str(),
+                max(info.vocab_size, tokenizer.vocab_size),
+                tokenizer.eos_token_id,
             )
         )
 

@@ -60,6 +60,21 @@ class ModelInfo:
     def supports_images(self) -> bool:
         return self.image_token_id is not None
 
+    def too_many_images(self, count: int) -> str | None:
+        """Why a prompt may not hold ``count`` images (the limit, or the context they would
+        fill), or None if it may."""
+        if count > self.max_images_per_prompt:
+            return (
+                f"the prompt holds {count} images, more than limit_mm_per_prompt allows "
+                f"({{'image': {self.max_images_per_prompt}}})"
+            )
+        if count * self.image_tokens > self.max_model_len:
+            return (
+                f"the prompt's {count} images take {count * self.image_tokens} tokens "
+                f"({self.image_tokens} each), more than max_model_len={self.max_model_len}"
+            )
+        return None
+
     @property
     def supports_generate(self) -> bool:
         return self.task == "generate"

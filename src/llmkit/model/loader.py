@@ -11,7 +11,7 @@ import torch
 from safetensors import safe_open
 
 from llmkit.model.context import ForwardContext
-from llmkit.model.demo import resolve_model
+from llmkit.model.demo import check_model, resolve_model
 from llmkit.model.models.bert import BertForMaskedLM, BertModel
 from llmkit.model.models.llama import (
     LlamaForCausalLM,
@@ -63,6 +63,7 @@ ARCHITECTURES: dict[str, type[NativeModel]] = {
 
 __all__ = [
     "ARCHITECTURES",
+    "check_model",
     "check_tensor_parallel",
     "load_hf_config",
     "load_model",

@@ -45,12 +45,10 @@ async def chat_images(ctx: ServingContext, messages: list[ChatMessage]) -> list[
             f"{parts[0][0]}: the model `{ctx.model_name}` is text-only and takes no images",
             "messages",
         )
-    if len(parts) > info.max_images_per_prompt:
-        raise bad_request(
-            f"the messages hold {len(parts)} images, more than the server allows per prompt "
-            f"(--limit-mm-per-prompt image={info.max_images_per_prompt})",
-            "messages",
-        )
+    # Before any image is fetched or decoded.
+    why = info.too_many_images(len(parts))
+    if why is not None:
+        raise bad_request(why, "messages")
     return [decode(where, await load(ctx.options, where, url)) for where, url in parts]
 
 

@@ -12,6 +12,7 @@ from llguidance import LLMatcher, LLTokenizer
 from numpy.typing import NDArray
 
 from llmkit.sampling_params import StructuredOutputsParams
+from llmkit.structured.bitmask import allocate_bitmask
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
@@ -29,11 +30,14 @@ class LLGuidanceBackend:
     """Compiles specs against one tokenizer's vocabulary.
 
     ``tokenizer_json`` is the tokenizer's ``tokenizer.json`` text; ``vocab_size`` is the
-    width of the model's logits, which the bitmask covers.
+    number of token ids a grammar may name: the larger of the model's logits' width and the
+    tokenizer's size (Qwen2's tokenizer adds ``<|endoftext|>`` past its config's
+    vocab_size). A bitmask as wide as the logits gets the ids past them left out.
     """
 
     def __init__(self, tokenizer_json: str, vocab_size: int, eos_token_id: int | None):
         self.tokenizer = LLTokenizer(tokenizer_json, n_vocab=vocab_size, eos_token=eos_token_id)
+        self._vocab_size = vocab_size
 
     def compile(self, spec: StructuredOutputsParams) -> LLGuidanceGrammar:
         field = f"structured_outputs.{spec.kind}"
@@ -47,28 +51,37 @@ class LLGuidanceBackend:
         template = LLMatcher(self.tokenizer, grammar, log_level=0)
         if template.is_error():
             raise ValueError(f"{field} is invalid: {template.get_error()}")
-        return LLGuidanceGrammar(template)
+        return LLGuidanceGrammar(template, self._vocab_size)
 
 
 class LLGuidanceGrammar:
     """A compiled grammar; each matcher is a cheap copy of the one compiled at the start."""
 
-    def __init__(self, template: LLMatcher):
+    def __init__(self, template: LLMatcher, vocab_size: int):
         self._template = template
+        self._vocab_size = vocab_size
 
     def matcher(self) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(self._template.deep_copy())
+        return LLGuidanceMatcher(self._template.deep_copy(), self._vocab_size)
 
 
 class LLGuidanceMatcher:
-    def __init__(self, matcher: LLMatcher):
+    def __init__(self, matcher: LLMatcher, vocab_size: int):
         self._matcher = matcher
+        self._vocab_size = vocab_size
 
     def accept(self, token_id: int) -> bool:
         return self._matcher.consume_token(token_id)
 
     def fill_bitmask(self, bitmask: NDArray[np.int32], row: int) -> None:
-        llguidance.numpy.fill_next_token_bitmask(self._matcher, bitmask, row)
+        words = bitmask.shape[1]
+        if words * 32 >= self._vocab_size:
+            llguidance.numpy.fill_next_token_bitmask(self._matcher, bitmask, row)
+            return
+        # Narrower than the tokenizer (as wide as the logits): the ids past it are dropped.
+        wide = allocate_bitmask(1, self._vocab_size)
+        llguidance.numpy.fill_next_token_bitmask(self._matcher, wide, 0)
+        bitmask[row] = wide[0, :words]
 
     def rollback(self, num_tokens: int) -> None:
         if not self._matcher.rollback(num_tokens):

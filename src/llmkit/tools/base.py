@@ -48,7 +48,8 @@ class ToolParser(ABC):
     ``scan(t, final=False)``'s content and each call's name (once set) and arguments are
     prefixes of ``scan(u, ...)``'s; ``final=True`` (the text is complete, perhaps cut by
     ``max_tokens``) releases held-back content and closes every call's arguments into
-    valid JSON. Calls without a name are dropped. No markup may reach ``content``.
+    valid JSON (but the parsers of forced calls, which keep a cut call's arguments as
+    written, as OpenAI does). Calls without a name are dropped. No markup may reach ``content``.
     """
 
     @abstractmethod
@@ -72,8 +73,13 @@ def read_call_object(
     i: int,
     final: bool,
     args_keys: tuple[str, ...] = ("arguments", "parameters"),
+    keep_cut: bool = False,
 ) -> CallObject:
-    """Reads ``{"name": ..., "arguments": {...}}`` at ``text[i]`` (blanks skipped)."""
+    """Reads ``{"name": ..., "arguments": {...}}`` at ``text[i]`` (blanks skipped).
+
+    ``keep_cut``: a final text that ends inside the arguments keeps them as written
+    instead of closing them (what OpenAI returns for a forced call cut by max_tokens).
+    """
     name: str | None = None
     args_start: int | None = None
     arguments: str | None = None
@@ -114,6 +120,8 @@ def read_call_object(
         pass
     except Malformed:
         broken = True
+    if arguments is None and keep_cut and final and end is None and not broken:
+        arguments = text[args_start:] if args_start is not None else ""
     if arguments is None:
         if args_start is None:
             arguments = "{}" if (end is not None or final or broken) else ""
@@ -130,15 +138,17 @@ def read_call_list(
     i: int,
     final: bool,
     args_keys: tuple[str, ...] = ("arguments", "parameters"),
+    keep_cut: bool = False,
 ) -> tuple[list[ScannedCall | None], int | None]:
     """Reads a JSON list of call objects at ``text[i]`` (a ``[``): the calls, and the index
-    after the list (None if the text ends inside it or it is not such a list)."""
+    after the list (None if the text ends inside it or it is not such a list).
+    ``keep_cut``: as ``read_call_object``'s."""
     calls: list[ScannedCall | None] = []
     i = skip_ws(text, i + 1)
     if text[i : i + 1] == "]":
         return calls, i + 1
     while True:
-        found = read_call_object(text, i, final, args_keys)
+        found = read_call_object(text, i, final, args_keys, keep_cut)
         calls.append(found.call)
         if found.end is None:
             return calls, None

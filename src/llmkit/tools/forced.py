@@ -1,5 +1,10 @@
 """Reading the JSON that ``tool_choice="required"`` or a named tool forces the model to
-write (see ``serving/tool_choice.py``): no markup, the calls are the whole output."""
+write (see ``serving/tool_choice.py``): no markup, the calls are the whole output.
+
+The grammar lets the model end only after whole JSON, so a final text that ends inside
+the arguments was cut (max_tokens): as OpenAI does, the arguments stay as written, and
+the choice's finish_reason says "length".
+"""
 
 from __future__ import annotations
 
@@ -19,11 +24,8 @@ class NamedCallParser(ToolParser):
             return Scan("", [ScannedCall(self.name, text[start : value_end(text, start)])])
         except (Truncated, Malformed):
             pass
-        n, closers = safe_prefix(text[start:])
-        arguments = text[start : start + n]
-        if final:
-            arguments = (arguments + closers) or "{}"
-        return Scan("", [ScannedCall(self.name, arguments)])
+        n = len(text) - start if final else safe_prefix(text[start:])[0]
+        return Scan("", [ScannedCall(self.name, text[start : start + n])])
 
 
 class CallListParser(ToolParser):
@@ -33,5 +35,5 @@ class CallListParser(ToolParser):
         start = skip_ws(text, 0)
         if text[start : start + 1] != "[":
             return Scan("", [])
-        calls, _ = read_call_list(text, start, final, ("parameters", "arguments"))
+        calls, _ = read_call_list(text, start, final, ("parameters", "arguments"), keep_cut=True)
         return Scan("", [call for call in calls if call is not None])

@@ -1,4 +1,5 @@
-"""The chat page's routes: ``/`` and its script and style under ``/ui/``, from package data.
+"""The chat page's routes: ``/`` and its script, style and icon under ``/ui/``, from
+package data.
 
 The page holds no secrets, so it loads without an API key and asks for one itself.
 """
@@ -17,6 +18,8 @@ _FILES = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/ui/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/ui/style.css": ("style.css", "text/css; charset=utf-8"),
+    # Linked from the page, so that a browser asks for no /favicon.ico.
+    "/ui/icon.svg": ("icon.svg", "image/svg+xml"),
 }
 PAGE_PATHS = frozenset(_FILES)
 

@@ -4,12 +4,14 @@
 
 (() => {
   const PROTOCOL = "llmkit.json";
+  const DEMO_MODEL = "demo"; // the random-weight demo, whatever name it is served under
   const KEY_STORAGE = "llmkit.apiKey";
   const $ = (id) => document.getElementById(id);
   const ui = {
     model: $("model"),
     maxTokens: $("max-tokens"),
     newChat: $("new-chat"),
+    demoNote: $("demo-note"),
     keyForm: $("key-form"),
     keyHelp: $("key-help"),
     key: $("api-key"),
@@ -20,6 +22,7 @@
     send: $("send"),
     stop: $("stop"),
   };
+  let roots = {}; // model id -> what it was loaded from (/v1/models' root)
   // The conversation as the server sees it: every turn is sent again with the next one.
   const history = [];
   let socket = null;
@@ -68,14 +71,20 @@
     }
     const models = (await response.json()).data || [];
     const chosen = ui.model.value;
+    roots = Object.fromEntries(models.map((m) => [m.id, m.root]));
     ui.model.replaceChildren(
       ...models.map((m) => new Option(m.id, m.id, false, m.id === chosen)),
     );
+    showDemoNote();
     ui.keyForm.hidden = true;
     ui.model.disabled = models.length === 0;
     ui.send.disabled = models.length === 0 || current !== null;
     if (!quiet) setStatus(models.length ? "Ready." : "The server lists no models.");
     return true;
+  }
+
+  function showDemoNote() {
+    ui.demoNote.hidden = roots[ui.model.value] !== DEMO_MODEL;
   }
 
   function closeReason(event) {
@@ -189,7 +198,7 @@
       note.className = "error";
       note.textContent = "Error: " + (error || "the request failed");
       reply.item.append(note);
-      setStatus("Failed: " + (error || "the request failed"));
+      setStatus("Failed."); // the reason is in the reply, once
     }
     setBusy(false);
     ui.message.focus();
@@ -247,6 +256,7 @@
     }
   });
   ui.stop.addEventListener("click", stop);
+  ui.model.addEventListener("change", showDemoNote);
   ui.newChat.addEventListener("click", () => {
     if (current) {
       // What is still on its way for the old reply is left unread.
