@@ -13,6 +13,7 @@ import uvicorn
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
 from llmkit.cli.serve_drain import DrainingServer
 from llmkit.cli.serve_flags import add_server_flags
+from llmkit.cli.serve_listen import bind_sockets, listen
 from llmkit.cli.serve_setup import (
     apply_log_config,
     chat_template,
@@ -108,7 +109,11 @@ def serve_command(args: argparse.Namespace) -> int:
     loras = lora_modules(args)
     if args.sse_keepalive_s < 0:
         raise SystemExit("llmkit: error: --sse-keepalive-s: must be >= 0")
-    engine, name = _served_engine(args, _engine_settings(args))
+    engine_settings = _engine_settings(args)
+    # Bound before the model loads, so a busy port fails at once (a failure from here on
+    # ends the process, which closes them; uvicorn closes them when it stops).
+    sockets = bind_sockets(args.host, args.port, args.uds)
+    engine, name = _served_engine(args, engine_settings)
     _check_loras(engine, loras, args.served_model_name or [name])
     app = create_app(
         engine,
@@ -153,7 +158,8 @@ def serve_command(args: argparse.Namespace) -> int:
         **tls,
         **ws_settings,
     )
-    DrainingServer(server_config, app.state.serving, app.state.load).run()
+    listen(sockets, server_config.backlog)
+    DrainingServer(server_config, app.state.serving, app.state.load).run(sockets)
     _exit_without_teardown()
 
 
@@ -169,7 +175,7 @@ def _exit_without_teardown() -> NoReturn:
 
 def _engine_settings(args: argparse.Namespace) -> EngineConfig | None:
     """The engine flags checked (the config of the engine to load; None with
-    --engine-socket), before anything loads."""
+    --engine-socket), before the port is bound."""
     if args.engine_socket is None:
         if not args.model:
             raise SystemExit("llmkit serve: error: give a MODEL, or --engine-socket PATH")
@@ -194,7 +200,7 @@ def _served_engine(
 ) -> tuple[EngineProtocol, str]:
     """The engine to serve (loaded, or reached at --engine-socket), and its model's name."""
     if config is not None:
-        # The model loads before the port opens, so a client that can connect can be served.
+        # The model loads before the port listens, so a client that can connect can be served.
         if args.data_parallel_size > 1 or args.ray_address:
             from llmkit.distributed.ray import ReplicaGroup
 

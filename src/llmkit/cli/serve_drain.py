@@ -4,11 +4,14 @@ deadline at which the app ends what still runs itself."""
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
 import uvicorn
+
+from llmkit.cli.serve_listen import listening_url
 
 if TYPE_CHECKING:
     from llmkit.serving.context import ServingContext
@@ -38,6 +41,14 @@ class DrainingServer(uvicorn.Server):
         self._serving = serving
         self._load = load
         self._drain_deadline: float | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and sockets:
+            # uvicorn says where it listens only when it binds the sockets itself.
+            for sock in sockets:
+                url = listening_url(sock, self.config.is_ssl)
+                logger.info("Uvicorn running on %s (Press CTRL+C to quit)", url)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._drain_deadline is not None:
