@@ -288,7 +288,8 @@ def test_serve_shows_the_page_unless_no_ui(flags, ui, monkeypatch):
         seen.update(kwargs)
         raise Started
 
-    monkeypatch.setattr(llmkit.cli.serve, "_served_engine", lambda args: (None, "demo"))
+    monkeypatch.setattr(llmkit.cli.serve, "bind_sockets", lambda host, port, uds: [])
+    monkeypatch.setattr(llmkit.cli.serve, "_served_engine", lambda args, config: (None, "demo"))
     monkeypatch.setattr(llmkit.transports.http, "create_app", create_app)
     with pytest.raises(Started):
         main(["serve", "demo", *flags])

@@ -1,8 +1,13 @@
-"""Clients that leave abort their engine requests: nothing keeps running, nothing leaks."""
+"""Clients that leave abort their engine requests: nothing keeps running, nothing leaks,
+and each is logged as one access line with status 499 (nginx's), never a traceback."""
 
 from __future__ import annotations
 
+import json
+import socket
+import struct
 import time
+from urllib.parse import urlsplit
 
 import anyio
 import openai
@@ -99,3 +104,46 @@ async def test_non_streaming_clients_that_time_out_abort(server):
     assert failures == 50
     assert not any(wait_idle(server).values())
     assert aborted(server) - aborted_before == 50
+
+
+@pytest.fixture(scope="module")
+def logged_server(module_server, tiny_model):
+    """A server of this module's that logs each request (the session's logs only warnings)."""
+    return module_server(tiny_model, "--max-model-len", "2048")
+
+
+def wait_for_line(server, text: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in server.log.read_text():
+        assert time.monotonic() < deadline, f"{text!r} not logged in {timeout} s"
+        time.sleep(0.02)
+    return server.log.read_text()
+
+
+@pytest.mark.parametrize("leaves", ["mid-body", "mid-stream", "before-the-answer"])
+@pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
+def test_a_client_that_leaves_is_one_access_line_with_499(logged_server, leaves, reset):
+    rid = f"{leaves}-{reset}"
+    stream = leaves == "mid-stream"
+    body = json.dumps({"prompt": "hi", "max_tokens": 2000, "ignore_eos": True, "stream": stream})
+    sent = body[:10] if leaves == "mid-body" else body
+    url = urlsplit(logged_server.url)
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(
+            f"POST /v1/completions HTTP/1.1\r\nHost: {url.netloc}\r\nX-Request-Id: {rid}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{sent}".encode()
+        )
+        if leaves == "mid-body":
+            time.sleep(0.2)  # for the server to read what came (a reset would drop it)
+        elif stream:
+            received = b""
+            while b"data: " not in received:
+                received += sock.recv(4096)
+        else:
+            wait_for_line(logged_server, f"request cmpl-{rid}:")
+        if reset:  # the connection is reset rather than closed
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    log = wait_for_line(logged_server, f"request_id={rid}")
+    lines = [line for line in log.splitlines() if f"request_id={rid}" in line]
+    assert len(lines) == 1 and "POST /v1/completions 499 " in lines[0]
+    assert "Traceback" not in log

@@ -21,7 +21,8 @@ def anyio_backend(request) -> str:
 
 @pytest.fixture(scope="module")
 def engine(tiny_model):
-    engine = AsyncEngine(EngineConfig(model=tiny_model, max_model_len=128))
+    # Long enough for requests that run for seconds (2000 tokens), on a small KV cache.
+    engine = AsyncEngine(EngineConfig(model=tiny_model, max_model_len=2048, num_kv_blocks=512))
     engine.start()  # each request's stream binds to whichever event loop reads it
     yield engine
     anyio.run(engine.shutdown)
@@ -71,6 +72,36 @@ async def test_health_is_503_while_draining(engine):
         assert (await client.get("/health")).status_code == 503
         refused = await client.post("/v1/completions", json={"prompt": "a"})
         assert refused.status_code == 503
+
+
+@pytest.mark.anyio
+async def test_closing_ends_what_runs_in_a_mounted_app_with_the_shutdown_error(engine):
+    app = create_app(engine)
+    outer = Starlette(routes=[Mount("/llm", app=app)])
+    endless = {"prompt": "on and on", "max_tokens": 2000, "ignore_eos": True}
+    answers: dict[str, httpx.Response] = {}
+
+    async def post(name: str, body: dict) -> None:
+        answers[name] = await client.post("/llm/v1/completions", json=body)
+
+    async with client_for(outer) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(post, "stream", {**endless, "stream": True})
+            tg.start_soon(post, "whole", endless)
+            while engine.stats().num_running < 2:
+                await anyio.sleep(0.01)
+            # What the outer app's server does at its shutdown deadline (a mount has no
+            # lifespan of its own).
+            app.state.serving.closing.set()
+        refused = await client.post("/llm/v1/completions", json=endless)
+    *_, error, done = sse_events(answers["stream"].text)
+    assert done == "[DONE]" and error["error"]["type"] == "service_unavailable"
+    assert "shutting down" in error["error"]["message"]
+    assert answers["whole"].status_code == 503 and answers["whole"].json() == error
+    assert refused.status_code == 503 and "no new requests" in refused.json()["error"]["message"]
+    with anyio.fail_after(5):  # both engine requests were aborted
+        while engine.stats().num_running:
+            await anyio.sleep(0.01)
 
 
 @pytest.mark.anyio

@@ -15,6 +15,7 @@ from llmkit import RequestOutputKind, SamplingParams
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
 from llmkit.transports.http import create_app
+from llmkit.transports.http_middleware import ServerLoad
 from llmkit.transports.websocket import WebSocketOptions, _Codec, _Connection
 
 OPTIONS = WebSocketOptions(max_message_bytes=1000, idle_timeout_s=0.3)
@@ -137,7 +138,8 @@ async def test_a_slow_clients_deltas_coalesce_into_fewer_messages(engine):
     body = {"prompt": "hello", "max_tokens": 60, "ignore_eos": True, "temperature": 0}
     frame = json.dumps({"type": "completions.create", "id": "s", "body": body})
     slow = SlowSocket(frame)
-    await _Connection(ctx, slow, _Codec(None), WebSocketOptions()).serve()  # type: ignore[arg-type]
+    connection = _Connection(ctx, slow, _Codec(None), WebSocketOptions(), ServerLoad())  # type: ignore[arg-type]
+    await connection.serve()
     chunks = [m["data"] for m in slow.sent if m["type"] == "chunk"]
     assert slow.sent[-1] == {"type": "done", "id": "s", "status": "finished"}
     # 60 tokens came in far fewer messages, each holding what arrived while the last was sent.

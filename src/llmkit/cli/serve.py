@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import math
+import atexit
 import os
-import time
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import uvicorn
 
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
+from llmkit.cli.serve_drain import DrainingServer
 from llmkit.cli.serve_flags import add_server_flags
+from llmkit.cli.serve_listen import bind_sockets, listen
 from llmkit.cli.serve_setup import (
     apply_log_config,
     chat_template,
@@ -25,10 +26,9 @@ from llmkit.cli.serve_setup import (
 )
 
 if TYPE_CHECKING:
+    from llmkit.config import EngineConfig
     from llmkit.engine.protocol import EngineProtocol
     from llmkit.lora_request import LoRARequest
-    from llmkit.serving.context import ServingContext
-    from llmkit.transports.http_middleware import ServerLoad
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -110,7 +110,11 @@ def serve_command(args: argparse.Namespace) -> int:
     for flag in ("sse_keepalive_s", "max_request_body_bytes", "request_body_timeout_s"):
         if getattr(args, flag) < 0:
             raise SystemExit(f"llmkit: error: --{flag.replace('_', '-')}: must be >= 0")
-    engine, name = _served_engine(args)
+    engine_settings = _engine_settings(args)
+    # Bound before the model loads, so a busy port fails at once (a failure from here on
+    # ends the process, which closes them; uvicorn closes them when it stops).
+    sockets = bind_sockets(args.host, args.port, args.uds)
+    engine, name = _served_engine(args, engine_settings)
     _check_loras(engine, loras, args.served_model_name or [name])
     app = create_app(
         engine,
@@ -157,27 +161,30 @@ def serve_command(args: argparse.Namespace) -> int:
         **tls,
         **ws_settings,
     )
-    _DrainingServer(server_config, app.state.serving, app.state.load).run()
-    return 0
+    listen(sockets, server_config.backlog)
+    DrainingServer(server_config, app.state.serving, app.state.load).run(sockets)
+    _exit_without_teardown()
 
 
-def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
-    """The engine to serve, and its model's name."""
+def _exit_without_teardown() -> NoReturn:
+    """Exit now that the server has stopped and the engine is shut down: the exit handlers
+    run (logs are flushed), but the interpreter's teardown of torch and the model, which
+    takes most of a second, is skipped, so the process ends within its shutdown deadline."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _engine_settings(args: argparse.Namespace) -> EngineConfig | None:
+    """The engine flags checked (the config of the engine to load; None with
+    --engine-socket), before the port is bound."""
     if args.engine_socket is None:
         if not args.model:
             raise SystemExit("llmkit serve: error: give a MODEL, or --engine-socket PATH")
         if args.data_parallel_size < 1:
             raise SystemExit("llmkit serve: error: --data-parallel-size: must be >= 1")
-        config = engine_config(args.model, args)
-        # The model loads before the port opens, so a client that can connect can be served.
-        if args.data_parallel_size > 1 or args.ray_address:
-            from llmkit.distributed.ray import ReplicaGroup
-
-            group = ReplicaGroup(config, args.data_parallel_size, ray_address=args.ray_address)
-            return group, args.model
-        from llmkit.engine.async_engine import AsyncEngine
-
-        return AsyncEngine(config), args.model
+        return engine_config(args.model, args)
     if args.data_parallel_size > 1 or args.ray_address:
         raise SystemExit(
             "llmkit serve: error: replicas (--data-parallel-size, --ray-address) run their own "
@@ -188,6 +195,23 @@ def _served_engine(args: argparse.Namespace) -> tuple[EngineProtocol, str]:
             "llmkit serve: error: with --engine-socket the model and its engine flags belong to "
             "`llmkit engine`"
         )
+    return None
+
+
+def _served_engine(
+    args: argparse.Namespace, config: EngineConfig | None
+) -> tuple[EngineProtocol, str]:
+    """The engine to serve (loaded, or reached at --engine-socket), and its model's name."""
+    if config is not None:
+        # The model loads before the port listens, so a client that can connect can be served.
+        if args.data_parallel_size > 1 or args.ray_address:
+            from llmkit.distributed.ray import ReplicaGroup
+
+            group = ReplicaGroup(config, args.data_parallel_size, ray_address=args.ray_address)
+            return group, args.model
+        from llmkit.engine.async_engine import AsyncEngine
+
+        return AsyncEngine(config), args.model
     import anyio
 
     from llmkit.transports.unix_client import EngineClient
@@ -219,38 +243,3 @@ def _split(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
-
-
-class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, draining on the first shutdown signal (SIGTERM, SIGINT).
-
-    The app is marked draining at once: /readyz and /health answer 503 and new model
-    requests are refused with 503, while the port stays open and in-flight requests go
-    on. When none is left, or ``--shutdown-timeout`` has passed, uvicorn shuts down: it
-    stops accepting, waits for what remains only until that same deadline, cancels the
-    rest (which aborts them) and runs the lifespan's shutdown. A second signal exits at
-    once, as uvicorn's does.
-    """
-
-    def __init__(self, config: uvicorn.Config, serving: ServingContext, load: ServerLoad):
-        super().__init__(config)
-        self._serving = serving
-        self._load = load
-        self._drain_deadline: float | None = None
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._drain_deadline is not None:
-            super().handle_exit(sig, frame)  # the second signal: exit now
-            return
-        self._serving.draining = True
-        self._drain_deadline = time.monotonic() + (self.config.timeout_graceful_shutdown or 0)
-
-    async def on_tick(self, counter: int) -> bool:
-        deadline = self._drain_deadline
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if self._load.in_flight == 0 or left <= 0:
-                # What is left of the deadline bounds uvicorn's own wait (whole seconds).
-                self.config.timeout_graceful_shutdown = max(1, math.ceil(left))
-                return True
-        return await super().on_tick(counter)

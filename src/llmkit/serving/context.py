@@ -16,6 +16,7 @@ from llmkit.serving.errors import OpenAIError, bad_request, from_engine_error
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.options import ServingOptions
+from llmkit.serving.shutdown import Closing
 from llmkit.tools import ToolParser
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class ServingContext:
     loras: ServedLoRAs = field(default_factory=ServedLoRAs)  # adapters served by name
     # Set when the server is shutting down: new work is refused, in-flight work finishes.
     draining: bool = False
+    # Set when the server waits no longer: what still runs ends itself (see Closing).
+    closing: Closing = field(default_factory=Closing)
     # The parser classes options name, loaded from their plugins once (PluginError if not).
     tool_parser: type[ToolParser] | None = field(init=False, default=None)
     reasoning_parser: type[ReasoningParser] | None = field(init=False, default=None)
@@ -104,7 +107,7 @@ class ServingContext:
     def check_accepting(self) -> None:
         """New work is refused (503) while draining, when the engine is not running, or when
         its queue is full (code ``overloaded``, with a retry hint): before any tokenizing."""
-        if self.draining:
+        if self.draining or self.closing.is_set():
             self.count_refusal("draining")
             raise OpenAIError(503, "the server is shutting down and accepts no new requests")
         if not self.engine.is_healthy():

@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
@@ -53,6 +53,7 @@ from llmkit.transports.http_body import (
 )
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
+    CLIENT_CLOSED,
     ApiKeyMiddleware,
     ApiKeys,
     LoadTrackingMiddleware,
@@ -66,10 +67,6 @@ from llmkit.transports.openapi import openapi_document
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 M = TypeVar("M", bound=BaseModel)
-
-# Status for a request whose client left before the answer (nginx's convention); the
-# server drops it, as there is nobody to send it to.
-_CLIENT_CLOSED = 499
 
 
 def create_app(
@@ -126,7 +123,13 @@ def create_app(
     ``request_body_timeout_s``: a body not read this long after the request began gets 408.
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
     (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
-    POST requests in flight.
+    requests in flight (POSTs and WebSocket requests); when it will wait no longer, call
+    ``app.state.serving.closing.set()`` (from the event loop) and every request still
+    running ends itself at once, each with a whole answer: a stream with an error event
+    (type ``service_unavailable``) and ``[DONE]``, a WebSocket request with its ``error``
+    and ``done``, any other with a 503. ``llmkit serve`` does both on SIGTERM (closing at
+    ``--shutdown-timeout``). A mounted app has no lifespan: the outer app's server does it,
+    before it cancels what still runs.
     """
     if isinstance(served_model_name, str):
         names = [served_model_name]
@@ -146,7 +149,7 @@ def create_app(
     load = ServerLoad()
     api = _Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
     keys = ApiKeys([api_key] if isinstance(api_key, str) else list(api_key or []))
-    ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions())
+    ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions(), load)
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -213,7 +216,6 @@ def create_app(
         exception_handlers={
             OpenAIError: _openai_error,
             HTTPException: _http_error,
-            ClientDisconnect: _client_left,
             Exception: _internal_error,
         },
         lifespan=_engine_lifespan(engine) if owns_engine else None,
@@ -268,9 +270,10 @@ class _Routes:
             return EventStreamResponse(
                 lambda emit: completions.stream_completion(self.ctx, job, emit),
                 keepalive_s=self._keepalive_s,
+                closing=self.ctx.closing,
             )
         result = await run_until_disconnect(
-            request.receive, lambda: completions.create_completion(self.ctx, job)
+            request.receive, lambda: completions.create_completion(self.ctx, job), self.ctx.closing
         )
         return _json(result)
 
@@ -281,10 +284,12 @@ class _Routes:
         job = await chat.prepare_chat(self.ctx, req, rid, images)
         if job.stream:
             return EventStreamResponse(
-                lambda emit: chat.stream_chat(self.ctx, job, emit), keepalive_s=self._keepalive_s
+                lambda emit: chat.stream_chat(self.ctx, job, emit),
+                keepalive_s=self._keepalive_s,
+                closing=self.ctx.closing,
             )
         result = await run_until_disconnect(
-            request.receive, lambda: chat.create_chat(self.ctx, job)
+            request.receive, lambda: chat.create_chat(self.ctx, job), self.ctx.closing
         )
         return _json(result)
 
@@ -293,7 +298,7 @@ class _Routes:
         rid = f"embd-{request_id(request.scope)}"
         job = await embeddings.prepare_embedding(self.ctx, req, rid)
         result = await run_until_disconnect(
-            request.receive, lambda: embeddings.create_embedding(self.ctx, job)
+            request.receive, lambda: embeddings.create_embedding(self.ctx, job), self.ctx.closing
         )
         return _json(result)
 
@@ -360,8 +365,8 @@ async def _parse(request: Request, model: type[M]) -> M:
 
 
 def _json(result: BaseModel | None, status: int = 200) -> Response:
-    if result is None:
-        return Response(status_code=_CLIENT_CLOSED)
+    if result is None:  # the client left: the server drops this, as nobody is there
+        return Response(status_code=CLIENT_CLOSED)
     return Response(result.model_dump_json(), status_code=status, media_type="application/json")
 
 
@@ -377,11 +382,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     response = _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
     response.headers.update(exc.headers or {})  # a 405's Allow
     return response
-
-
-async def _client_left(request: Request, exc: Exception) -> Response:
-    """The client left while sending its body: one access-log line with 499, no traceback."""
-    return Response(status_code=_CLIENT_CLOSED)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

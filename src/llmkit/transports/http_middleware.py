@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from llmkit.serving.errors import OpenAIError
@@ -18,6 +19,8 @@ from llmkit.serving.errors import OpenAIError
 access_logger = logging.getLogger("llmkit.http.access")
 
 _MAX_REQUEST_ID_LEN = 128
+# Status for a request whose client left before the answer (nginx's convention).
+CLIENT_CLOSED = 499
 
 
 def route_path(scope: Scope) -> str:
@@ -64,7 +67,8 @@ def request_id(scope: Scope) -> str:
 class RequestContextMiddleware:
     """Echoes X-Request-Id (or makes one up) and logs each request, without its body.
 
-    ``access_log=False`` keeps the ids and drops the log lines.
+    A request whose client left before the whole answer was sent is logged with status
+    499, as nginx logs it. ``access_log=False`` keeps the ids and drops the log lines.
     """
 
     def __init__(self, app: ASGIApp, access_log: bool = True):
@@ -81,9 +85,18 @@ class RequestContextMiddleware:
         scope.setdefault("state", {})["request_id"] = rid
         start = time.perf_counter()
         status = 0
+        # Whether the client left (the app saw http.disconnect, or a send failed), and
+        # whether the whole answer was sent before it did.
+        left = answered = False
+
+        async def receive_noting_disconnect() -> Message:
+            nonlocal left
+            message = await receive()
+            left |= message["type"] == "http.disconnect"
+            return message
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, left, answered
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message = {
@@ -93,17 +106,25 @@ class RequestContextMiddleware:
                         (b"x-request-id", rid.encode("latin-1")),
                     ],
                 }
-            await send(message)
+            try:
+                await send(message)
+            except OSError:
+                left = True
+                raise
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered = not left
 
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive_noting_disconnect, send_with_id)
+        except ClientDisconnect:
+            left = True  # while its body was being read: there is nobody to answer
         finally:
             if self._access_log:
                 access_logger.info(
                     "%s %s %d %.1fms request_id=%s",
                     scope["method"],
                     scope["path"],
-                    status,
+                    CLIENT_CLOSED if left and not answered else status,
                     (time.perf_counter() - start) * 1e3,
                     rid,
                 )

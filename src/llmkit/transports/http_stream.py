@@ -2,7 +2,9 @@
 
 Both watch the ASGI ``receive`` channel for ``http.disconnect`` while the work runs, as
 Starlette's StreamingResponse does, and cancel the work when it comes: cancelling the
-serving call closes its engine streams, which aborts the engine requests.
+serving call closes its engine streams, which aborts the engine requests. Both watch the
+server's ``Closing`` signal too: work still running when it is set is cancelled the same
+way, and the client gets the shutdown error (an error event before ``[DONE]``, or a 503).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import TypeVar
 
 import anyio
 from anyio import CancelScope
+from anyio.abc import TaskGroup
 from pydantic import BaseModel
 from starlette.types import Message, Receive, Scope, Send
 
 from llmkit.serving.errors import OpenAIError, from_engine_error
+from llmkit.serving.shutdown import Closing, shutting_down
 from llmkit.serving.stream import Emit
 
 logger = logging.getLogger(__name__)
@@ -42,16 +46,26 @@ async def _cancel_on_disconnect(receive: Receive, scope: CancelScope) -> None:
             return
 
 
-async def run_until_disconnect(receive: Receive, work: Callable[[], Awaitable[T]]) -> T | None:
-    """``await work()``, or None if the client disconnected first (the work is cancelled)."""
+async def run_until_disconnect(
+    receive: Receive, work: Callable[[], Awaitable[T]], closing: Closing | None = None
+) -> T | None:
+    """``await work()``, or None if the client disconnected first (the work is cancelled).
+
+    Work still running when ``closing`` is set is cancelled, and the shutdown error raised.
+    """
     results: list[T] = []
     errors: list[Exception] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-        try:
-            results.append(await work())
-        except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
-            errors.append(exc)
+        with CancelScope() as work_scope:
+            if closing is not None:
+                tg.start_soon(closing.cancel_when_set, work_scope)
+            try:
+                results.append(await work())
+            except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+                errors.append(exc)
+        if work_scope.cancelled_caught:
+            errors.append(shutting_down())
         tg.cancel_scope.cancel()
     if errors:
         raise errors[0]
@@ -62,9 +76,10 @@ class EventStreamResponse:
     """An ASGI response that streams what ``produce(emit)`` emits, then ``data: [DONE]``.
 
     An error once streaming has begun is sent as one ``data: {"error": ...}`` event
-    before ``[DONE]``, as OpenAI and vLLM do. While nothing has been sent for
-    ``keepalive_s`` seconds (a request waiting in the queue or in a long prefill), a
-    ``: keep-alive`` comment line is, so that proxies do not cut an idle connection.
+    before ``[DONE]``, as OpenAI and vLLM do; so is the shutdown error when ``closing`` is
+    set before the stream ends. While nothing has been sent for ``keepalive_s`` seconds (a
+    request waiting in the queue or in a long prefill), a ``: keep-alive`` comment line
+    is, so that proxies do not cut an idle connection.
     """
 
     def __init__(
@@ -72,9 +87,11 @@ class EventStreamResponse:
         produce: Callable[[Emit], Awaitable[None]],
         headers: dict[str, str] | None = None,
         keepalive_s: float | None = None,
+        closing: Closing | None = None,
     ):
         self._produce = produce
         self._keepalive_s = keepalive_s
+        self._closing = closing
         self._headers = _SSE_HEADERS + [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()
         ]
@@ -105,20 +122,28 @@ class EventStreamResponse:
             tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
             if self._keepalive_s:
                 tg.start_soon(keep_alive, self._keepalive_s)
+            # The client went away (ASGI 2.4 servers raise on send): nobody to tell.
+            with contextlib.suppress(OSError):
+                error = await self._run(emit, tg)
+                keepalive_scope.cancel()
+                if error is not None:
+                    await emit(error.body())
+                await send({"type": "http.response.body", "body": _DONE, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tg.cancel_scope.cancel()
+
+    async def _run(self, emit: Emit, tg: TaskGroup) -> OpenAIError | None:
+        """Stream the chunks; the error to end the stream with, if any."""
+        with CancelScope() as work:
+            if self._closing is not None:
+                tg.start_soon(self._closing.cancel_when_set, work)
             try:
                 await self._produce(emit)
-                keepalive_scope.cancel()
             except OSError:
-                # The client went away (ASGI 2.4 servers raise on send); nobody to tell.
-                tg.cancel_scope.cancel()
-                return
+                raise
             except OpenAIError as exc:
-                keepalive_scope.cancel()
-                await emit(exc.body())
+                return exc
             except Exception as exc:  # the client must still learn that the stream failed
-                keepalive_scope.cancel()
                 logger.exception("a streamed request failed")
-                await emit(from_engine_error(exc).body())
-            await send({"type": "http.response.body", "body": _DONE, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            tg.cancel_scope.cancel()
+                return from_engine_error(exc)
+        return shutting_down() if work.cancelled_caught else None

@@ -9,6 +9,10 @@ the engine stream coalesces the rest into the next chunk: no queue grows per con
 Keys and the ``Origin`` are checked before the upgrade is accepted: a browser cannot set
 ``Authorization`` on a WebSocket, so the key may come as the subprotocol token
 ``llmkit.bearer.<key>``; the server selects only the plain protocol name.
+
+When the server's ``Closing`` signal is set, each request still running ends with the
+shutdown error and its ``done`` (status ``failed``); each counts in the server's load
+until its ``done`` is sent, so that a draining server waits for it as for an HTTP request.
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ from llmkit.serving.chat import ChatJob
 from llmkit.serving.completions import CompletionJob
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, from_engine_error, from_validation_error
+from llmkit.serving.shutdown import shutting_down
 from llmkit.serving.stream import Emit
-from llmkit.transports.http_middleware import ApiKeys
+from llmkit.transports.http_middleware import ApiKeys, ServerLoad
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +90,13 @@ class WebSocketEndpoint:
         keys: ApiKeys,
         allowed_origins: Sequence[str] | None,
         options: WebSocketOptions,
+        load: ServerLoad,
     ):
         self._ctx = ctx
         self._keys = keys
         self._origins = set(allowed_origins or ())
         self._options = options
+        self._load = load
         self.connections = 0
 
     async def handle(self, ws: WebSocket) -> None:
@@ -105,7 +112,8 @@ class WebSocketEndpoint:
             return
         self.connections += 1
         try:
-            await _Connection(self._ctx, ws, _Codec(subprotocol), self._options).serve()
+            codec = _Codec(subprotocol)
+            await _Connection(self._ctx, ws, codec, self._options, self._load).serve()
         finally:
             self.connections -= 1
 
@@ -188,18 +196,25 @@ class _Codec:
 class _Request:
     job: ChatJob | CompletionJob
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    stopped: bool = False  # by the server's shutdown, not by the client
 
 
 class _Connection:
     """One client: its messages read in order, each request streamed by a task of its own."""
 
     def __init__(
-        self, ctx: ServingContext, ws: WebSocket, codec: _Codec, options: WebSocketOptions
+        self,
+        ctx: ServingContext,
+        ws: WebSocket,
+        codec: _Codec,
+        options: WebSocketOptions,
+        load: ServerLoad,
     ):
         self._ctx = ctx
         self._ws = ws
         self._codec = codec
         self._options = options
+        self._load = load
         self._requests: dict[str, _Request] = {}
         self._sending = anyio.Lock()
 
@@ -207,10 +222,17 @@ class _Connection:
         """Until the client leaves, idles out or breaks a limit; its requests are aborted."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            tg.start_soon(self._stop_at_shutdown)
             try:
                 await self._read()
             finally:
                 tg.cancel_scope.cancel()
+
+    async def _stop_at_shutdown(self) -> None:
+        await self._ctx.closing.wait()
+        for request in self._requests.values():
+            request.stopped = True
+            request.scope.cancel()
 
     async def _read(self) -> None:
         while True:
@@ -298,6 +320,17 @@ class _Connection:
             await completions.stream_completion(self._ctx, job, emit)
 
     async def _run(self, rid: str, request: _Request) -> None:
+        # Counted here, where the count surely drops again (a task may be cancelled unstarted).
+        self._load.in_flight += 1
+        try:
+            status = await self._stream(rid, request)
+            del self._requests[rid]
+            await self._send(self._codec.encode(done_message(rid, status)))
+        finally:
+            self._load.in_flight -= 1
+
+    async def _stream(self, rid: str, request: _Request) -> DoneStatus:
+        """Stream the request's chunks, and an error if it fails; how it ended."""
         status: DoneStatus = "finished"
 
         async def emit(chunk: BaseModel) -> None:
@@ -316,10 +349,10 @@ class _Connection:
             finally:
                 for stream in request.job.streams:
                     stream.close()
-        if request.scope.cancelled_caught:
-            status = "cancelled"
-        del self._requests[rid]
-        await self._send(self._codec.encode(done_message(rid, status)))
+        if request.scope.cancelled_caught and request.stopped:
+            await self._send_error(rid, shutting_down())
+            return "failed"
+        return "cancelled" if request.scope.cancelled_caught else status
 
     async def _fail(self, rid: str, error: OpenAIError) -> None:
         await self._send_error(rid, error)

@@ -1,0 +1,75 @@
+"""Where `llmkit serve` listens: a unix socket (--uds), and an address already taken fails at
+once, with one line, before any model loads."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def serve_fails(command: list[str]) -> tuple[str, float]:
+    """Run a `llmkit serve` that must fail: its stderr, and how long it took."""
+    start = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - start
+    assert result.returncode == 1, result.stderr
+    return result.stderr, took
+
+
+def test_a_busy_port_fails_at_once_with_one_line(llmkit_cmd, tiny_model):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        stderr, took = serve_fails([*llmkit_cmd, "serve", tiny_model, "--port", str(port)])
+    assert stderr.splitlines() == [
+        f"llmkit serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
+    assert took < 5  # loading the model alone takes longer (and would have logged)
+
+
+@pytest.fixture
+def uds_server(llmkit_cmd, tiny_model, tmp_path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`llmkit serve --uds PATH`, once it answers there; its process and PATH."""
+    path = tmp_path / "llmkit.sock"
+    with (tmp_path / "serve.log").open("w") as log:
+        proc = subprocess.Popen(
+            [*llmkit_cmd, "serve", tiny_model, "--uds", str(path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 90
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as http:
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline
+            try:
+                if http.get("http://llmkit/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+    yield proc, path
+    proc.kill()
+    proc.wait()
+
+
+def test_serve_on_a_unix_socket_and_a_second_server_there_fails_at_once(
+    uds_server, llmkit_cmd, tiny_model
+):
+    proc, path = uds_server
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=30) as http:
+        answer = http.post("http://llmkit/v1/completions", json={"prompt": "hi", "max_tokens": 3})
+    assert answer.json()["usage"]["completion_tokens"] == 3
+    stderr, took = serve_fails([*llmkit_cmd, "serve", tiny_model, "--uds", str(path)])
+    assert stderr.splitlines() == [
+        f"llmkit serve: error: cannot listen on {path}: Address already in use"
+    ]
+    assert took < 5
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
