@@ -99,7 +99,7 @@ def from_validation_error(exc: ValidationError) -> OpenAIError:
             loc = error["loc"]
             if _path(loc) == path and loc[len(path)] not in shapes:
                 shapes.append(loc[len(path)])
-        message = f"{where} must be {' or '.join(map(str, shapes))}"
+        message = f"{where} must be {' or '.join(_shape(str(tag)) for tag in shapes)}"
     elif first["type"] == "missing":
         message = f"{where} is required"
     elif first["type"] == "json_invalid":
@@ -163,6 +163,12 @@ def _path(loc: tuple) -> list[str]:
 
 
 _TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+# pydantic's tag of a type with a validator: function-before[_integral(), int] is an int.
+_VALIDATED = re.compile(r"function-(?:before|after|wrap|plain)\[[^\]]*?, ([^\]]+)\]")
+
+
+def _shape(tag: str) -> str:
+    return _VALIDATED.sub(r"\1", tag)
 
 
 def from_engine_error(exc: BaseException) -> OpenAIError:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from llmkit.protocol.openai.common import (
@@ -19,6 +19,38 @@ from llmkit.protocol.openai.common import (
     now_seconds,
 )
 
+# apply_chat_template's own arguments and the names it renders the template with: the
+# request sets them, so chat_template_kwargs may not (a duplicate is a TypeError there).
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {
+        "conversation",
+        "messages",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+    }
+)
+
+
+def _no_reserved(kwargs: dict[str, Any]) -> dict[str, Any]:
+    taken = sorted(RESERVED_TEMPLATE_KWARGS & kwargs.keys())
+    if taken:
+        raise ValueError(f"may not set {', '.join(taken)}: the request sets them")
+    return kwargs
+
+
+TemplateKwargs = Annotated[JsonObject, AfterValidator(_no_reserved)]
+
 
 class ImageURL(WireModel):
     url: str
@@ -31,6 +63,20 @@ class ContentPart(RequestBody):
     image_url: ImageURL | None = None
 
 
+class ToolCallFunction(RequestBody):
+    name: str
+    # JSON text, as the model wrote it.
+    arguments: str
+
+
+class MessageToolCall(RequestBody):
+    """A call an assistant message made, as OpenAI's API takes it back in ``messages``."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
 class ChatMessage(RequestBody):
     """A message; only an assistant message that calls tools may leave out ``content``, as
     OpenAI requires."""
@@ -38,7 +84,7 @@ class ChatMessage(RequestBody):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[JsonObject] | None = None
+    tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
 
     @model_validator(mode="after")
@@ -83,7 +129,7 @@ class ChatCompletionRequest(SamplingFields):
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     chat_template: str | None = None
-    chat_template_kwargs: JsonObject | None = None
+    chat_template_kwargs: TemplateKwargs | None = None
     response_format: ResponseFormat | None = None
 
 

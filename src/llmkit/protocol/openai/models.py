@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmkit.protocol.openai.chat import ChatMessage
-from llmkit.protocol.openai.common import Int64, JsonObject, RequestBody, WireModel, now_seconds
+from llmkit.protocol.openai.chat import ChatMessage, TemplateKwargs
+from llmkit.protocol.openai.common import Int64, RequestBody, WireModel, now_seconds
 
 
 class ModelCard(BaseModel):
@@ -35,7 +35,7 @@ class TokenizeRequest(RequestBody):
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     chat_template: str | None = None
-    chat_template_kwargs: JsonObject | None = None
+    chat_template_kwargs: TemplateKwargs | None = None
     return_token_strs: bool = False
 
 
