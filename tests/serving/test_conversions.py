@@ -64,12 +64,9 @@ def test_defaults_follow_openai():
 @pytest.mark.parametrize(
     "fields, max_tokens, renames, param",
     [
-        ({"top_p": 0}, None, {}, "top_p"),
-        ({"presence_penalty": 3}, None, {}, "presence_penalty"),
         ({}, 0, {"max_tokens": "max_completion_tokens"}, "max_completion_tokens"),
         ({"min_tokens": 9}, 4, {}, "min_tokens"),
         ({"logit_bias": {"x": 1}}, None, {}, "logit_bias"),
-        ({"logit_bias": {"1": 101}}, None, {}, "logit_bias"),
     ],
 )
 def test_invalid_values_name_the_request_parameter(fields, max_tokens, renames, param):
@@ -94,6 +91,7 @@ def test_chat_logprobs_errors_name_top_logprobs():
             renames={"logprobs": "top_logprobs"},
         )
     assert err.value.param == "top_logprobs"
+    assert err.value.message == "top_logprobs must be non-negative, got -1"
 
 
 def test_context_length_error_states_both_numbers():
@@ -131,6 +129,45 @@ def test_validation_errors_name_the_field():
             {"messages": [{"role": "user", "content": "a"}], "n": "x"}
         )
     assert from_validation_error(exc.value).param == "n"
+
+
+@pytest.mark.parametrize(
+    "fields, param, says",
+    [
+        ({"top_p": 0}, "top_p", "greater than 0"),
+        ({"presence_penalty": 3}, "presence_penalty", "less than or equal to 2"),
+        ({"logit_bias": {"1": 101}}, "logit_bias", "less than or equal to 100"),
+        ({"stream": "yes"}, "stream", "Invalid type for 'stream': expected a boolean"),
+        ({"echo": 1}, "echo", "expected a boolean, but got a number"),
+        ({"temperature": float("inf")}, "temperature", "finite number"),
+        ({"temperature": "0.5"}, "temperature", "expected a number, but got a string"),
+        ({"max_tokens": 2**70}, "max_tokens", "less than or equal to 9223372036854775807"),
+        ({"seed": 2**64}, "seed", "less than or equal to 18446744073709551615"),
+        ({"top_k": True}, "top_k", "expected an integer, but got a boolean"),
+        ({"messages": []}, "messages", "messages must not be empty"),
+        ({"messages": [{"role": "user"}]}, "messages", "content is required in a user message"),
+        ({"chat_template_kwargs": {"a": [float("nan")]}}, "chat_template_kwargs", "finite"),
+    ],
+)
+def test_values_out_of_range_or_of_the_wrong_type_are_refused_at_parse(fields, param, says):
+    body = {"messages": [{"role": "user", "content": "hi"}], **fields}
+    with pytest.raises(ValidationError) as exc:
+        ChatCompletionRequest.model_validate_json(json.dumps(body))
+    error = from_validation_error(exc.value)
+    assert (error.status, error.param) == (400, param) and says in error.message
+
+
+def test_an_assistant_message_calling_tools_may_leave_out_content():
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    req = ChatCompletionRequest(messages=[{"role": "assistant", "tool_calls": [call]}])
+    assert req.messages[0].content is None
+
+
+def test_a_lone_surrogate_is_named_as_such():
+    with pytest.raises(ValidationError) as exc:
+        CompletionRequest.model_validate_json(b'{"prompt": "a\\ud800"}')
+    error = from_validation_error(exc.value)
+    assert "lone UTF-16 surrogate" in error.message and error.status == 400
 
 
 def test_unknown_fields_are_kept_aside():

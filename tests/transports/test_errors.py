@@ -93,6 +93,25 @@ CASES = {
         "logit_bias",
     ),
     "detokenize out of vocabulary": ("/detokenize", {"tokens": [10**6]}, 400, "tokens"),
+    "logit_bias key out of vocabulary": (
+        "/v1/completions",
+        {"prompt": "a", "logit_bias": {"100000": 1}},
+        400,
+        "logit_bias",
+    ),
+    "stream not a boolean": ("/v1/completions", {"prompt": "a", "stream": "yes"}, 400, "stream"),
+    "user message without content": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user"}]},
+        400,
+        "messages",
+    ),
+    "template kwargs set the messages": (
+        "/tokenize",
+        {"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": {"messages": 1}},
+        400,
+        "chat_template_kwargs",
+    ),
     "unknown model": ("/v1/completions", {"model": "gpt-4", "prompt": "a"}, 404, "model"),
 }
 
@@ -111,6 +130,84 @@ def test_bad_request_gets_status_and_shape_then_server_still_serves(
             "/v1/completions", json={"model": MODEL, "prompt": "still here", "max_tokens": 2}
         )
         assert ok.status_code == 200
+
+
+CHAT = {"messages": [{"role": "user", "content": "a"}]}
+# Every integer field of every route, with the smallest body around it.
+HUGE = 2**70
+INT_FIELDS = [
+    *(
+        ("/v1/completions", {"prompt": "a"}, field, HUGE)
+        for field in (
+            "n",
+            "seed",
+            "max_tokens",
+            "logprobs",
+            "best_of",
+            "top_k",
+            "min_tokens",
+            "prompt_logprobs",
+            "priority",
+        )
+    ),
+    ("/v1/completions", {"prompt": "a"}, "stop_token_ids", [HUGE]),
+    ("/v1/completions", {}, "prompt", [HUGE]),
+    *(("/v1/chat/completions", CHAT, f, HUGE) for f in ("max_completion_tokens", "top_logprobs")),
+    *(
+        ("/v1/embeddings", {"input": "a"}, f, HUGE)
+        for f in ("dimensions", "truncate_prompt_tokens")
+    ),
+    ("/detokenize", {}, "tokens", [HUGE]),
+]
+
+
+@pytest.mark.parametrize("path, body, field, value", INT_FIELDS, ids=[f[2] for f in INT_FIELDS])
+def test_an_integer_beyond_64_bits_is_a_400_naming_its_field(server, path, body, field, value):
+    with server.http() as http:
+        response = http.post(path, json={"model": MODEL, **body, field: value})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == field
+
+
+@pytest.mark.parametrize(
+    "raw, param, says",
+    [
+        (b'"temperature": 1e999', "temperature", "finite number"),
+        (b'"temperature": NaN', "temperature", "finite number"),
+        (b'"temperature": -Infinity', "temperature", "finite number"),
+        (b'"prompt": "a\\ud800"', None, "lone UTF-16 surrogate"),
+    ],
+)
+def test_numbers_json_cannot_hold_and_lone_surrogates_are_400s(server, raw, param, says):
+    with server.http() as http:
+        body = b'{"prompt": "a", "max_tokens": 2, ' + raw + b"}"
+        response = http.post(
+            "/v1/completions", content=body, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and says in error["message"]
+
+
+def test_top_logprobs_over_the_limit_is_named_as_sent(server):
+    with server.http() as http:
+        response = http.post(
+            "/v1/chat/completions",
+            json={**CHAT, "logprobs": True, "top_logprobs": 100, "max_tokens": 1},
+        )
+    error = response.json()["error"]
+    assert error["param"] == "top_logprobs"
+    assert error["message"].startswith("top_logprobs=100 is more than")
+
+
+def test_the_widest_integers_are_served(server):
+    with server.http() as http:
+        for fields in (
+            {"seed": 2**64 - 1, "priority": 2**63 - 1},
+            {"seed": -(2**63), "priority": -(2**63), "top_k": 2**63 - 1},
+        ):
+            response = http.post("/v1/completions", json={"prompt": "a", "max_tokens": 2, **fields})
+            assert response.status_code == 200, response.text
 
 
 def test_too_long_states_both_numbers(server):

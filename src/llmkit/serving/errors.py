@@ -81,6 +81,8 @@ def from_value_error(
     param = default
     if match and match.group(1) in known:
         param = (renames or {}).get(match.group(1), match.group(1))
+        # The message names what the client sent (top_logprobs, not the engine's logprobs).
+        message = param + message[match.end() :]
     return bad_request(message, param)
 
 
@@ -97,12 +99,57 @@ def from_validation_error(exc: ValidationError) -> OpenAIError:
             loc = error["loc"]
             if _path(loc) == path and loc[len(path)] not in shapes:
                 shapes.append(loc[len(path)])
-        message = f"{where} must be {' or '.join(map(str, shapes))}"
+        message = f"{where} must be {' or '.join(_shape(str(tag)) for tag in shapes)}"
     elif first["type"] == "missing":
         message = f"{where} is required"
+    elif first["type"] == "json_invalid":
+        message = _invalid_json(first["msg"])
+    elif first["type"] in _EXPECTED:
+        message = (
+            f"Invalid type for '{where}': expected {_EXPECTED[first['type']]}, but got "
+            f"{_json_type(first['input'])} instead."
+        )
+    elif first["type"] == "too_short" and first.get("ctx", {}).get("min_length") == 1:
+        message = f"{where} must not be empty"
     else:
         message = f"{where}: {first['msg']}"
     return bad_request(message, path[0] if path else None)
+
+
+# What a strict type error expected, in JSON's words.
+_EXPECTED = {
+    "bool_type": "a boolean",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _invalid_json(detail: str) -> str:
+    # jiter's words for a \ud800-\udfff escape without its pair, which Python's json module
+    # would let through; say what is wrong rather than where the escape ended.
+    if "surrogate" in detail or "end of hex escape" in detail:
+        return (
+            "the request body is not valid JSON: it holds a lone UTF-16 surrogate "
+            "(a \\ud800-\\udfff escape without its pair), which is not valid Unicode"
+        )
+    return f"the request body is not valid JSON: {detail.removeprefix('Invalid JSON: ')}"
 
 
 def _path(loc: tuple) -> list[str]:
@@ -116,6 +163,12 @@ def _path(loc: tuple) -> list[str]:
 
 
 _TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
+# pydantic's tag of a type with a validator: function-before[_integral(), int] is an int.
+_VALIDATED = re.compile(r"function-(?:before|after|wrap|plain)\[[^\]]*?, ([^\]]+)\]")
+
+
+def _shape(tag: str) -> str:
+    return _VALIDATED.sub(r"\1", tag)
 
 
 def from_engine_error(exc: BaseException) -> OpenAIError:

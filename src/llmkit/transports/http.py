@@ -199,6 +199,7 @@ def create_app(
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = probes if metrics_require_api_key else probes | {"/metrics", "/load"}
         stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
+        api.open_paths = frozenset(open_paths)
     if rate_limits is not None and rate_limits.enabled:
         stack.append(
             Middleware(
@@ -261,6 +262,8 @@ class _Routes:
         self._report_load = report_load
         self._keepalive_s = keepalive_s
         self._openapi: tuple[list[str], bytes] | None = None
+        # The paths that need no API key, for the document (None: no keys at all).
+        self.open_paths: frozenset[str] | None = None
 
     async def completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, CompletionRequest)
@@ -334,8 +337,7 @@ class _Routes:
     async def openapi(self, request: Request) -> Response:
         names = self.ctx.model_names + list(self.ctx.loras.adapters)
         if self._openapi is None or self._openapi[0] != names:  # adapters come and go
-            info = self.ctx.engine.model_info
-            document = openapi_document(names, info.max_model_len, info.max_logprobs)
+            document = openapi_document(names, self.ctx, self.open_paths)
             self._openapi = (names, json.dumps(document).encode())
         return Response(self._openapi[1], media_type="application/json")
 

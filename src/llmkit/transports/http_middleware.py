@@ -148,9 +148,35 @@ class ApiKeys:
 
     def valid_header(self, value: str | None) -> bool:
         """Whether an ``Authorization: Bearer <key>`` header holds a key."""
-        if value is None or value[:7].lower() != "bearer ":
-            return False
-        return self.valid_token(value[7:].strip())
+        token = _bearer_token(value)
+        return token is not None and self.valid_token(token)
+
+    @staticmethod
+    def refusal(authorization: str | None) -> OpenAIError:
+        """The 401 for a request whose ``Authorization`` header holds no valid key, in
+        OpenAI's words: clients (LiteLLM among them) tell a bad key from a bad request by
+        the message "Incorrect API key provided"."""
+        token = _bearer_token(authorization)
+        if not token:
+            message = (
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+            )
+            return OpenAIError(401, message, None, "invalid_api_key")
+        return OpenAIError(
+            401, f"Incorrect API key provided: {_masked(token)}.", None, "invalid_api_key"
+        )
+
+
+def _bearer_token(value: str | None) -> str | None:
+    if value is None or value[:7].lower() != "bearer ":
+        return None
+    return value[7:].strip()
+
+
+def _masked(token: str) -> str:
+    """The key's first and last two characters, as OpenAI echoes a wrong key."""
+    return token[:2] + "***" + token[-2:] if len(token) > 4 else "***"
 
 
 class ApiKeyMiddleware:
@@ -174,7 +200,7 @@ class ApiKeyMiddleware:
         ):
             await self.app(scope, receive, send)
             return
-        error = OpenAIError(401, "Incorrect or missing API key.", None, "invalid_api_key")
+        error = ApiKeys.refusal(header(scope, b"authorization"))
         body = error.body().model_dump_json().encode()
         await send(
             {

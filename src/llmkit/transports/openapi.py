@@ -1,13 +1,16 @@
 """The HTTP app's OpenAPI document, generated from the pydantic models of protocol/openai.
 
-Nothing here is written by hand but the list of routes: request and response schemas
-come from the models (``models_json_schema``), and the bounds the server enforces on
-lengths (``max_tokens`` up to the context length, ``logprobs`` up to ``max_logprobs``)
-are added from the served model's limits, so a client or a fuzzer knows what is valid.
+Nothing here is written by hand but the list of routes and what each answers: request and
+response schemas come from the models (``models_json_schema``), fitted to the served model
+(openapi_requests), and the document lists the routes this app serves (embeddings only for
+an embedding model, generation only for a generating one), the statuses each can answer,
+and API keys only where the server asks for them, so that a client or a fuzzer holding the
+server to its document finds the two agree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,11 +29,15 @@ from llmkit.protocol.openai import (
     EmbeddingRequest,
     EmbeddingResponse,
     ErrorResponse,
+    LoadLoRAAdapterRequest,
     ModelList,
     TokenizeRequest,
     TokenizeResponse,
+    UnloadLoRAAdapterRequest,
     VersionResponse,
 )
+from llmkit.serving.context import ServingContext
+from llmkit.transports.openapi_requests import ServedModel, fit_requests
 
 _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -39,6 +46,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (EmbeddingRequest, "validation"),
     (TokenizeRequest, "validation"),
     (DetokenizeRequest, "validation"),
+    (LoadLoRAAdapterRequest, "validation"),
+    (UnloadLoRAAdapterRequest, "validation"),
     (CompletionResponse, "serialization"),
     (CompletionChunk, "serialization"),
     (ChatCompletionResponse, "serialization"),
@@ -50,127 +59,167 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (VersionResponse, "serialization"),
     (ErrorResponse, "serialization"),
 ]
-# What the errors of each kind of route mean.
-_MODEL_ERRORS = {
+# The errors a route can answer, and what each means.
+_ERRORS = {
     "400": "The request is invalid (the message names the parameter).",
     "401": "The API key is missing or wrong.",
     "404": "The model does not exist.",
+    "408": "The request body did not arrive in time.",
+    "413": "The request body is larger than the server takes.",
     "429": "A per-key rate limit was reached; retry after Retry-After.",
     "503": "The server is overloaded (code `overloaded`, retry after Retry-After) or draining.",
 }
-_READ_ERRORS = {k: _MODEL_ERRORS[k] for k in ("401", "429")}
+_POST_ERRORS = ("400", "404", "408", "413", "429", "503")
+_GET_ERRORS = ("429",)
 
 
 def openapi_document(
-    model_names: list[str], max_model_len: int, max_logprobs: int
+    names: list[str], ctx: ServingContext, open_paths: frozenset[str] | None
 ) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of ``create_app``'s routes for the served model's names and
-    limits (any other model name is a 404)."""
+    """The OpenAPI 3.1 document of ``create_app``'s routes for the served model's names
+    (any other name is a 404) and limits; ``open_paths``: the paths that need no API key
+    (None: the server takes no keys)."""
+    info = ctx.engine.model_info
     refs, top = models_json_schema(_MODELS, ref_template=_REF)
     schemas: dict[str, Any] = top.get("$defs", {})
     for schema in schemas.values():
         if schema.get("title", "").endswith("Request") and "model" in schema["properties"]:
             schema["properties"]["model"] = {
-                "anyOf": [{"enum": model_names}, {"type": "null"}],
+                "anyOf": [{"enum": names}, {"type": "null"}],
                 "default": None,
             }
+    fit_requests(
+        schemas,
+        ServedModel(
+            max_model_len=info.max_model_len,
+            max_logprobs=info.max_logprobs,
+            vocab_size=info.vocab_size,
+            hidden_size=info.hidden_size,
+            supports_images=info.supports_images,
+            has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
+            auto_tool_choice=ctx.options.enable_auto_tool_choice,
+        ),
+    )
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
 
-    for name in ("CompletionRequest", "ChatCompletionRequest"):
-        props = schemas[name]["properties"]
-        for field in ("max_tokens", "max_completion_tokens"):
-            _bound(props, field, max_model_len)
-        for field in ("logprobs", "top_logprobs", "prompt_logprobs"):
-            _bound(props, field, max_logprobs)
-    error = ref(ErrorResponse)
+    error = {"application/json": {"schema": ref(ErrorResponse)}}
 
-    def model_route(
-        summary: str, request: type[BaseModel], response: type[BaseModel], chunk: Any = None
+    def errors(codes: tuple[str, ...], path: str) -> dict[str, Any]:
+        if open_paths is not None and path not in open_paths:
+            codes = ("401", *codes)
+        return {c: {"description": _ERRORS[c], "content": error} for c in sorted(codes)}
+
+    def post(
+        path: str, summary: str, request: type[BaseModel], ok: dict[str, Any]
     ) -> dict[str, Any]:
-        ok: dict[str, Any] = {"application/json": {"schema": ref(response)}}
-        if chunk is not None:
-            ok["text/event-stream"] = {"schema": {"type": "string"}}
+        body = {"application/json": {"schema": ref(request, "validation")}}
         return {
             "post": {
                 "summary": summary,
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": ref(request, "validation")}},
-                },
-                "responses": {
-                    "200": {"description": "The result, or its stream of events.", "content": ok},
-                    **_errors(_MODEL_ERRORS, error),
-                },
+                "requestBody": {"required": True, "content": body},
+                "responses": {"200": ok, **errors(_POST_ERRORS, path)},
             }
         }
 
-    def read_route(summary: str, content: dict[str, Any] | None) -> dict[str, Any]:
+    def model_route(path: str, summary: str, request: type[BaseModel], response: Any) -> Any:
+        content = {"application/json": {"schema": ref(response)}}
+        return post(path, summary, request, {"description": "The result.", "content": content})
+
+    def streaming_route(
+        path: str, summary: str, request: type[BaseModel], response: Any, chunk: Any
+    ) -> Any:
+        content = {
+            "application/json": {"schema": ref(response)},
+            # Each event: `data: <chunk JSON>` (or an error's), and last `data: [DONE]`.
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "data": {
+                            "type": "string",
+                            "description": f"A {chunk.__name__} as JSON, or [DONE] at the end.",
+                        }
+                    },
+                    "required": ["data"],
+                }
+            },
+        }
+        ok = {"description": "The result, or with stream: true its events.", "content": content}
+        return post(path, summary, request, ok)
+
+    def get(path: str, summary: str, content: dict[str, Any] | None) -> dict[str, Any]:
         ok: dict[str, Any] = {"description": "OK"}
         if content is not None:
             ok["content"] = content
-        return {
-            "get": {"summary": summary, "responses": {"200": ok, **_errors(_READ_ERRORS, error)}}
-        }
+        operation = {"summary": summary, "responses": {"200": ok, **errors(_GET_ERRORS, path)}}
+        return {"get": operation}
 
     def probe(summary: str) -> dict[str, Any]:
         responses = {"200": {"description": "Yes."}, "503": {"description": "No."}}
-        return {"get": {"summary": summary, "security": [], "responses": responses}}
+        return {"get": {"summary": summary, "responses": responses}}
 
-    json_of = lambda schema: {"application/json": {"schema": schema}}  # noqa: E731
+    json_of: Callable[[Any], dict[str, Any]] = lambda s: {"application/json": {"schema": s}}  # noqa: E731
+    text = {"text/plain": {"schema": {"type": "string"}}}
     load = {"type": "object", "properties": {"server_load": {"type": "integer"}}}
-    return {
+    paths: dict[str, Any] = {}
+    if info.supports_generate:
+        paths["/v1/completions"] = streaming_route(
+            "/v1/completions",
+            "Complete a prompt.",
+            CompletionRequest,
+            CompletionResponse,
+            CompletionChunk,
+        )
+        paths["/v1/chat/completions"] = streaming_route(
+            "/v1/chat/completions",
+            "Answer a conversation.",
+            ChatCompletionRequest,
+            ChatCompletionResponse,
+            ChatCompletionChunk,
+        )
+    if info.supports_embed:
+        paths["/v1/embeddings"] = model_route(
+            "/v1/embeddings", "Embed inputs.", EmbeddingRequest, EmbeddingResponse
+        )
+    paths["/tokenize"] = model_route(
+        "/tokenize", "Tokenize a prompt or messages.", TokenizeRequest, TokenizeResponse
+    )
+    paths["/detokenize"] = model_route(
+        "/detokenize", "Detokenize token ids.", DetokenizeRequest, DetokenizeResponse
+    )
+    if ctx.loras.runtime_updates:
+        for path, summary, request in (
+            ("/v1/load_lora_adapter", "Load a LoRA adapter.", LoadLoRAAdapterRequest),
+            ("/v1/unload_lora_adapter", "Unload a LoRA adapter.", UnloadLoRAAdapterRequest),
+        ):
+            paths[path] = post(path, summary, request, {"description": "Done.", "content": text})
+    paths |= {
+        "/v1/models": get("/v1/models", "The served model names.", json_of(ref(ModelList))),
+        "/version": get("/version", "The server's version.", json_of(ref(VersionResponse))),
+        "/metrics": get("/metrics", "Prometheus metrics.", text),
+        "/load": get("/load", "Requests in flight.", json_of(load)),
+        "/openapi.json": {
+            "get": {
+                "summary": "This document.",
+                "responses": {"200": {"description": "OK", "content": json_of({})}},
+            }
+        },
+        "/health": probe("Ready (vLLM's name for /readyz)."),
+        "/livez": probe("The process answers."),
+        "/readyz": probe("The model is loaded, the engine healthy, the server not draining."),
+    }
+    document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "llmkit", "version": llmkit.__version__},
-        "paths": {
-            "/v1/completions": model_route(
-                "Complete a prompt.", CompletionRequest, CompletionResponse, CompletionChunk
-            ),
-            "/v1/chat/completions": model_route(
-                "Answer a conversation.",
-                ChatCompletionRequest,
-                ChatCompletionResponse,
-                ChatCompletionChunk,
-            ),
-            "/v1/embeddings": model_route("Embed inputs.", EmbeddingRequest, EmbeddingResponse),
-            "/tokenize": model_route("Tokenize a prompt.", TokenizeRequest, TokenizeResponse),
-            "/detokenize": model_route(
-                "Detokenize token ids.", DetokenizeRequest, DetokenizeResponse
-            ),
-            "/v1/models": read_route("The served model names.", json_of(ref(ModelList))),
-            "/version": read_route("The server's version.", json_of(ref(VersionResponse))),
-            "/metrics": read_route("Prometheus metrics.", {"text/plain": {"schema": {}}}),
-            "/load": read_route("Requests in flight.", json_of(load)),
-            "/openapi.json": {
-                "get": {
-                    "summary": "This document.",
-                    "security": [],
-                    "responses": {"200": {"description": "OK", "content": json_of({})}},
-                }
-            },
-            "/health": probe("Ready (vLLM's name for /readyz)."),
-            "/livez": probe("The process answers."),
-            "/readyz": probe("The model is loaded, the engine healthy, the server not draining."),
-        },
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {"schemas": schemas},
     }
-
-
-def _errors(kinds: dict[str, str], error: dict[str, Any]) -> dict[str, Any]:
-    content = {"application/json": {"schema": error}}
-    return {status: {"description": text, "content": content} for status, text in kinds.items()}
-
-
-def _bound(properties: dict[str, Any], name: str, maximum: int) -> None:
-    """Give the integer form of ``properties[name]`` an upper bound."""
-    schema = properties.get(name)
-    if schema is None:
-        return
-    for option in schema.get("anyOf", [schema]):
-        if option.get("type") == "integer":
-            option["maximum"] = maximum
+    if open_paths is not None:
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        document["security"] = [{"bearer": []}]
+        for path in open_paths & paths.keys():
+            for operation in paths[path].values():
+                operation["security"] = []
+    return document

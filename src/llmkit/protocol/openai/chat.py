@@ -2,20 +2,57 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from llmkit.protocol.openai.common import (
+    JsonObject,
+    NonNegativeInt,
+    PositiveInt,
     RequestBody,
     SamplingFields,
     SparseModel,
     UsageInfo,
+    WireModel,
     now_seconds,
 )
 
+# apply_chat_template's own arguments and the names it renders the template with: the
+# request sets them, so chat_template_kwargs may not (a duplicate is a TypeError there).
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {
+        "conversation",
+        "messages",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+    }
+)
 
-class ImageURL(BaseModel):
+
+def _no_reserved(kwargs: dict[str, Any]) -> dict[str, Any]:
+    taken = sorted(RESERVED_TEMPLATE_KWARGS & kwargs.keys())
+    if taken:
+        raise ValueError(f"may not set {', '.join(taken)}: the request sets them")
+    return kwargs
+
+
+TemplateKwargs = Annotated[JsonObject, AfterValidator(_no_reserved)]
+
+
+class ImageURL(WireModel):
     url: str
     detail: str | None = None
 
@@ -26,25 +63,53 @@ class ContentPart(RequestBody):
     image_url: ImageURL | None = None
 
 
+class ToolCallFunction(RequestBody):
+    name: str
+    # JSON text, as the model wrote it.
+    arguments: str
+
+
+class MessageToolCall(RequestBody):
+    """A call an assistant message made, as OpenAI's API takes it back in ``messages``."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
 class ChatMessage(RequestBody):
+    """A message; only an assistant message that calls tools may leave out ``content``, as
+    OpenAI requires."""
+
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
 
+    @model_validator(mode="after")
+    def _has_content(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise PydanticCustomError(
+                "content_required",
+                "content is required in a {role} message (only an assistant message with "
+                "tool_calls may leave it out)",
+                {"role": self.role},
+            )
+        return self
 
-class JsonSchemaFormat(BaseModel):
+
+class JsonSchemaFormat(WireModel):
     # ``schema`` is a BaseModel attribute, so the field takes another name.
     model_config = ConfigDict(populate_by_name=True)
 
     name: str
     description: str | None = None
-    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    json_schema: JsonObject | None = Field(default=None, alias="schema")
     strict: bool | None = None
 
 
-class ResponseFormat(BaseModel):
+class ResponseFormat(WireModel):
     """OpenAI's ``response_format``: plain text, any JSON object, or a JSON schema."""
 
     type: Literal["text", "json_object", "json_schema"]
@@ -52,19 +117,19 @@ class ResponseFormat(BaseModel):
 
 
 class ChatCompletionRequest(SamplingFields):
-    messages: list[ChatMessage]
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: PositiveInt | None = None
+    max_completion_tokens: PositiveInt | None = None
     logprobs: bool = False
-    top_logprobs: int | None = None
-    tools: list[dict[str, Any]] | None = None
+    top_logprobs: NonNegativeInt | None = None
+    tools: list[JsonObject] | None = None
     # "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: str | JsonObject | None = None
     parallel_tool_calls: bool = True
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     chat_template: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template_kwargs: TemplateKwargs | None = None
     response_format: ResponseFormat | None = None
 
 

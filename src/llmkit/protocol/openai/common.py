@@ -2,15 +2,66 @@
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_serializer,
+)
+from pydantic_core import PydanticCustomError
 
 MAX_N = 128
+# The widest integers any field takes: what the engine and the msgpack wire carry.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+UINT64_MAX = 2**64 - 1
 
 
-class RequestBody(BaseModel):
+def _finite(value: Any) -> Any:
+    """Refuse NaN and infinities anywhere inside free-form JSON (they are not JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must hold only finite numbers, got {value}")
+    if isinstance(value, dict):
+        for item in value.values():
+            _finite(item)
+    elif isinstance(value, list):
+        for item in value:
+            _finite(item)
+    return value
+
+
+def _integral(value: Any) -> Any:
+    # JSON Schema's integers include 5.0; strict mode alone would refuse it.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# An integer as JSON Schema has it: 5 or 5.0, not 5.5, "5" or true.
+Integer = Annotated[int, BeforeValidator(_integral)]
+# Integers in the 64-bit range; bigger ones are refused at parse, naming the field.
+# (The bounds come before the validator, or the JSON schema would not state them.)
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX), BeforeValidator(_integral)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integral)]
+PositiveInt = Annotated[int, Field(ge=1, le=INT64_MAX), BeforeValidator(_integral)]
+# A JSON object whose values are free-form JSON (a template's kwargs, a JSON schema).
+JsonObject = Annotated[dict[str, Any], AfterValidator(_finite)]
+
+
+class WireModel(BaseModel):
+    """A model of request JSON: types are strict (``"yes"`` is not a boolean, ``"5"`` not an
+    integer, as OpenAI answers), and numbers are finite (``1e999``, ``NaN`` are refused)."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+
+class RequestBody(WireModel):
     # Unknown fields are kept in ``model_extra`` so serving can log and ignore them, as
     # OpenAI clients send fields a server may not know.
     model_config = ConfigDict(extra="allow")
@@ -44,7 +95,7 @@ class ErrorResponse(BaseModel):
     error: ErrorInfo
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(WireModel):
     include_usage: bool = False
     continuous_usage_stats: bool = False
 
@@ -80,39 +131,67 @@ def now_seconds() -> int:
     return int(time.time())
 
 
+class StructuredOutputs(WireModel):
+    """vLLM's structured_outputs: exactly one kind of constraint (the engine checks that)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # ``json`` is a BaseModel attribute, so the field takes another name.
+    json_schema: JsonObject | None = Field(default=None, alias="json")
+    json_object: bool | None = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+
+
+def _structured(value: dict[str, Any]) -> dict[str, Any]:
+    # Checked as the model, kept as the dict the engine takes.
+    try:
+        StructuredOutputs.model_validate(value)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise PydanticCustomError("structured_outputs", f"{where}: {error['msg']}") from None
+    return value
+
+
 class SamplingFields(RequestBody):
     """Sampling fields common to completions and chat, with vLLM's extras."""
 
     model: str | None = None
     # OpenAI's own bound; each choice is a sequence in the engine.
-    n: int = Field(default=1, le=MAX_N)
-    temperature: float | None = None
-    top_p: float | None = None
+    n: Annotated[int, Field(ge=1, le=MAX_N), BeforeValidator(_integral)] = 1
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: dict[str, float] | None = None
+    # What a torch generator takes: 64 bits, signed or not (vLLM's range).
+    seed: Annotated[int, Field(ge=INT64_MIN, le=UINT64_MAX), BeforeValidator(_integral)] | None = (
+        None
+    )
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
     user: str | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     echo: bool = False
     # vLLM's extra sampling parameters.
-    top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    min_tokens: int = 0
+    top_k: Int64 | None = None
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    min_tokens: NonNegativeInt = 0
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[NonNegativeInt] | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
-    prompt_logprobs: int | None = None
-    priority: int = 0
+    prompt_logprobs: NonNegativeInt | None = None
+    priority: Int64 = 0
     # vLLM's constrained decoding: one of json, json_object, regex, choice, grammar;
     # checked by the engine, which names the bad field.
-    structured_outputs: dict[str, Any] | None = None
+    structured_outputs: Annotated[JsonObject, AfterValidator(_structured)] | None = None
 
 
 # A prompt: one string, several, one token-id list, or several.
-PromptInput = str | list[str] | list[int] | list[list[int]]
+# Token ids are checked against the vocabulary when tokenized, naming the bad one.
+PromptInput = str | list[str] | list[Integer] | list[list[Integer]]

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmkit.protocol.openai.common import (
+    NonNegativeInt,
+    PositiveInt,
     PromptInput,
     SamplingFields,
     SparseModel,
@@ -17,9 +19,9 @@ from llmkit.protocol.openai.common import (
 
 class CompletionRequest(SamplingFields):
     prompt: PromptInput
-    max_tokens: int | None = 16
-    logprobs: int | None = None
-    best_of: int | None = None
+    max_tokens: PositiveInt | None = 16
+    logprobs: NonNegativeInt | None = None
+    best_of: PositiveInt | None = None
     suffix: str | None = None
 
 

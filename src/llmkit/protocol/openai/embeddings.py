@@ -6,19 +6,19 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from llmkit.protocol.openai.common import PromptInput, RequestBody
+from llmkit.protocol.openai.common import Int64, PositiveInt, PromptInput, RequestBody
 
 
 class EmbeddingRequest(RequestBody):
     model: str | None = None
     input: PromptInput
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = None
+    dimensions: PositiveInt | None = None
     user: str | None = None
-    # vLLM's extras.
-    truncate_prompt_tokens: int | None = None
+    # vLLM's extras: truncate_prompt_tokens is at least 1, or -1 for the model's maximum.
+    truncate_prompt_tokens: Int64 | None = None
     normalize: bool | None = None
-    priority: int = 0
+    priority: Int64 = 0
 
 
 class EmbeddingData(BaseModel):

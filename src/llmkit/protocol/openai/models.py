@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmkit.protocol.openai.chat import ChatMessage
-from llmkit.protocol.openai.common import RequestBody, now_seconds
+from llmkit.protocol.openai.chat import ChatMessage, TemplateKwargs
+from llmkit.protocol.openai.common import Int64, RequestBody, WireModel, now_seconds
 
 
 class ModelCard(BaseModel):
@@ -30,12 +30,12 @@ class TokenizeRequest(RequestBody):
 
     model: str | None = None
     prompt: str | None = None
-    messages: list[ChatMessage] | None = None
+    messages: list[ChatMessage] | None = Field(default=None, min_length=1)
     add_special_tokens: bool | None = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     chat_template: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template_kwargs: TemplateKwargs | None = None
     return_token_strs: bool = False
 
 
@@ -48,25 +48,26 @@ class TokenizeResponse(BaseModel):
 
 class DetokenizeRequest(RequestBody):
     model: str | None = None
-    tokens: list[int]
+    # Checked against the vocabulary, naming the bad id.
+    tokens: list[Int64]
 
 
 class DetokenizeResponse(BaseModel):
     prompt: str
 
 
-class LoadLoRAAdapterRequest(BaseModel):
+class LoadLoRAAdapterRequest(WireModel):
     """vLLM's /v1/load_lora_adapter body."""
 
     lora_name: str
     lora_path: str
 
 
-class UnloadLoRAAdapterRequest(BaseModel):
+class UnloadLoRAAdapterRequest(WireModel):
     """vLLM's /v1/unload_lora_adapter body (``lora_int_id`` is accepted and not needed)."""
 
     lora_name: str
-    lora_int_id: int | None = None
+    lora_int_id: Int64 | None = None
 
 
 class VersionResponse(BaseModel):

@@ -1,0 +1,304 @@
+"""The request schemas of the OpenAPI document, fitted to the served model.
+
+The pydantic models state each field's type and range; this adds what depends on the
+model (token ids below the vocabulary size, ``max_tokens`` and the logprobs counts within
+its limits, image parts only for a model that reads images) and the rules the models check
+in code (content required but for an assistant calling tools, a non-empty ``stop``), so
+that what the document calls valid is what the server accepts. What JSON Schema cannot
+state (a prompt's length in tokens) is said in the descriptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmkit.protocol.openai.chat import RESERVED_TEMPLATE_KWARGS
+
+# Rules between fields that JSON Schema cannot state, and what the server answers.
+_PROMPT_FITS = (
+    "The prompt's tokens plus max_tokens (or max_completion_tokens) must fit the context "
+    "(max_model_len); min_tokens may not exceed max_tokens; a 400 "
+    "(code context_length_exceeded) otherwise."
+)
+_CHAT_RULES = (
+    _PROMPT_FITS + " chat_template must be a Jinja template that renders the messages; "
+    "structured_outputs and response_format's schema must be a constraint the "
+    "structured-output backend compiles (a valid JSON schema, regex or grammar); a tool "
+    "named by tool_choice must be in tools, whose parameters are then such a JSON schema; "
+    "top_logprobs needs logprobs: true."
+)
+# (top_logprobs's rule is only said: schemathesis generates from at most five
+# dependentSchemas, and the other five are stated.)
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """The facts of the served model that the request schemas depend on."""
+
+    max_model_len: int
+    max_logprobs: int
+    vocab_size: int
+    hidden_size: int
+    supports_images: bool
+    has_chat_template: bool
+    auto_tool_choice: bool
+
+
+def fit_requests(schemas: dict[str, Any], model: ServedModel) -> None:
+    """Tighten the request schemas in ``schemas`` (``$defs`` by model name) in place."""
+    token_id = {"type": "integer", "minimum": 0, "maximum": model.vocab_size - 1}
+    ids = {"type": "array", "items": token_id, "minItems": 1}
+    for name in ("CompletionRequest", "ChatCompletionRequest"):
+        props = schemas[name]["properties"]
+        for field in ("max_tokens", "max_completion_tokens"):
+            # At least one prompt token: the completion gets the rest of the context.
+            _bound(props, field, model.max_model_len - 1)
+        for field in ("logprobs", "top_logprobs", "prompt_logprobs"):
+            _bound(props, field, model.max_logprobs)
+        props["stop"] = _nullable(
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}},
+        )
+        props["stop_token_ids"] = _nullable({"type": "array", "items": token_id})
+        bias = props["logit_bias"]["anyOf"][0]
+        bias["propertyNames"] = {"pattern": _below(model.vocab_size)}
+        # stream_options only with stream: true.
+        schemas[name]["dependentSchemas"] = {
+            "stream_options": {
+                "anyOf": [
+                    {"properties": {"stream_options": {"type": "null"}}},
+                    {"properties": {"stream": {"const": True}}, "required": ["stream"]},
+                ]
+            }
+        }
+    completion = schemas["CompletionRequest"]
+    completion["properties"]["prompt"] = {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            ids,
+            {"type": "array", "items": ids, "minItems": 1},
+        ]
+    }
+    completion["properties"]["suffix"] = _nullable({"type": "string", "maxLength": 0})
+    completion["properties"]["best_of"]["description"] = "Must equal n when given."
+    completion["description"] = _PROMPT_FITS
+    chat = schemas["ChatCompletionRequest"]
+    chat["description"] = _CHAT_RULES
+    _fit_tools(chat, model)
+    _fit_structured(schemas)
+    _fit_messages(schemas, model)
+    _fit_tokenize(schemas["TokenizeRequest"], model)
+    for name in ("ChatCompletionRequest", "TokenizeRequest"):
+        _template_rules(schemas[name])
+    schemas["DetokenizeRequest"]["properties"]["tokens"]["items"] = token_id
+    embedding = schemas["EmbeddingRequest"]["properties"]
+    embedding["input"] = {
+        "anyOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+            ids,
+            {"type": "array", "items": ids, "minItems": 1},
+        ]
+    }
+    _bound(embedding, "dimensions", model.hidden_size)
+    embedding["truncate_prompt_tokens"] = _nullable(
+        {"type": "integer", "const": -1},
+        {"type": "integer", "minimum": 1, "maximum": model.max_model_len},
+    )
+    schemas["EmbeddingRequest"]["description"] = (
+        "Each input's tokens must fit the context (max_model_len) unless "
+        "truncate_prompt_tokens is set; a 400 (code context_length_exceeded) otherwise."
+    )
+
+
+def _fit_messages(schemas: dict[str, Any], model: ServedModel) -> None:
+    message = schemas["ChatMessage"]
+    message["anyOf"] = [
+        {"properties": {"content": {"type": ["string", "array"]}}, "required": ["content"]},
+        {
+            "properties": {
+                "role": {"const": "assistant"},
+                "tool_calls": {"type": "array", "minItems": 1},
+            },
+            "required": ["role", "tool_calls"],
+        },
+    ]
+    text = {
+        "type": "object",
+        "properties": {"type": {"enum": ["text", "input_text"]}, "text": {"type": "string"}},
+        "required": ["type", "text"],
+    }
+    parts = [text]
+    if model.supports_images:
+        image = schemas["ImageURL"]
+        parts.append(
+            {
+                "type": "object",
+                "properties": {"type": {"const": "image_url"}, "image_url": image},
+                "required": ["type", "image_url"],
+                "description": "The URL must be a data: URL or one the server can fetch.",
+            }
+        )
+    part = schemas["ContentPart"]
+    part["anyOf"] = parts
+
+
+def _fit_tools(chat: dict[str, Any], model: ServedModel) -> None:
+    """Tools are functions with names; tool_choice needs tools, and "auto" (the default
+    with tools) a server started with a tool-call parser."""
+    props = chat["properties"]
+    function = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 1}},
+        "required": ["name"],
+    }
+    tool = {
+        "type": "object",
+        "properties": {"type": {"const": "function"}, "function": function},
+        "required": ["function"],
+    }
+    props["tools"] = _nullable({"type": "array", "items": tool})
+    modes = ["none", "required"] + (["auto"] if model.auto_tool_choice else [])
+    named = {
+        "type": "object",
+        "properties": {
+            "function": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            }
+        },
+        "required": ["function"],
+    }
+    props["tool_choice"] = _nullable({"enum": modes}, named)
+    no_tools = {"properties": {"tools": {"anyOf": [{"type": "null"}, {"maxItems": 0}]}}}
+    rules = chat.setdefault("dependentSchemas", {})
+    # A choice other than none needs tools.
+    rules["tool_choice"] = {
+        "anyOf": [
+            {"properties": {"tool_choice": {"enum": [None, "none"]}}},
+            {"properties": {"tools": {"type": "array", "minItems": 1}}, "required": ["tools"]},
+        ]
+    }
+    if not model.auto_tool_choice:
+        # Tools need a choice the server can serve: not the default, auto.
+        rules["tools"] = {
+            "anyOf": [
+                no_tools,
+                {
+                    "properties": {"tool_choice": {"type": ["string", "object"]}},
+                    "required": ["tool_choice"],
+                },
+            ]
+        }
+
+
+def _fit_structured(schemas: dict[str, Any]) -> None:
+    """structured_outputs sets exactly one kind of constraint; response_format's json_schema
+    carries a schema; the two are not both set."""
+    kinds = {
+        "json": {"type": "object"},
+        "json_object": {"const": True},
+        "regex": {"type": "string", "minLength": 1},
+        "choice": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "grammar": {"type": "string", "minLength": 1},
+    }
+    unset = {name: {"type": "null"} for name in kinds} | {"json_object": {"enum": [None, False]}}
+    constraint = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": unset | {name: kind},
+                "required": [name],
+                "additionalProperties": False,
+            }
+            for name, kind in kinds.items()
+        ]
+    }
+    for name in ("CompletionRequest", "ChatCompletionRequest"):
+        schemas[name]["properties"]["structured_outputs"] = _nullable(constraint)
+    schemas["ResponseFormat"]["anyOf"] = [
+        {"properties": {"type": {"enum": ["text", "json_object"]}}},
+        {
+            "properties": {
+                "json_schema": {
+                    "type": "object",
+                    "properties": {"schema": {"type": "object"}},
+                    "required": ["schema"],
+                }
+            },
+            "required": ["json_schema"],
+        },
+    ]
+    text_or_none = {"anyOf": [{"type": "null"}, {"properties": {"type": {"const": "text"}}}]}
+    schemas["ChatCompletionRequest"]["dependentSchemas"]["response_format"] = {
+        "anyOf": [
+            {"properties": {"response_format": text_or_none}},
+            {"properties": {"structured_outputs": {"type": "null"}}},
+        ]
+    }
+
+
+def _template_rules(request: dict[str, Any]) -> None:
+    """continue_final_message with add_generation_prompt false (it defaults to true), and
+    template kwargs that leave the request's own arguments alone."""
+    rules = request.setdefault("dependentSchemas", {})
+    rules["continue_final_message"] = {
+        "anyOf": [
+            {"properties": {"continue_final_message": {"const": False}}},
+            {
+                "properties": {"add_generation_prompt": {"const": False}},
+                "required": ["add_generation_prompt"],
+            },
+        ]
+    }
+    kwargs = request["properties"]["chat_template_kwargs"]["anyOf"][0]
+    kwargs["propertyNames"] = {"not": {"enum": sorted(RESERVED_TEMPLATE_KWARGS)}}
+
+
+def _fit_tokenize(tokenize: dict[str, Any], model: ServedModel) -> None:
+    prompt = {"properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
+    messages = {"properties": {"messages": {"type": "array"}}, "required": ["messages"]}
+    tokenize["properties"]["prompt"] = _nullable({"type": "string"})
+    if model.has_chat_template:
+        # Exactly one of the two forms.
+        tokenize["oneOf"] = [prompt, messages]
+        tokenize["description"] = "Either a prompt or chat messages."
+    else:
+        # Without a chat template, messages cannot be rendered: a prompt it is.
+        tokenize["properties"]["messages"] = {"type": "null"}
+        tokenize["properties"]["prompt"] = {"type": "string"}
+        tokenize["required"] = ["prompt"]
+
+
+def _bound(properties: dict[str, Any], name: str, maximum: int) -> None:
+    """Give the integer form of ``properties[name]`` an upper bound."""
+    schema = properties.get(name)
+    if schema is None:
+        return
+    for option in schema.get("anyOf", [schema]):
+        if option.get("type") == "integer":
+            option["maximum"] = maximum
+
+
+def _nullable(*options: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [*options, {"type": "null"}], "default": None}
+
+
+def _below(bound: int) -> str:
+    """A regex of the decimal integers 0 <= n < bound (leading zeros allowed)."""
+    top = str(bound - 1)
+    alternatives = ["0"] if bound >= 1 else []
+    # Every length shorter than the top's, with a nonzero first digit.
+    alternatives += ["[1-9]" + "[0-9]" * (n - 1) for n in range(1, len(top))]
+    # The top's length: below the top at some digit, equal before it; or the top itself.
+    for i, digit in enumerate(top):
+        low = "1" if i == 0 else "0"
+        if int(digit) > int(low):
+            alternatives.append(
+                top[:i] + f"[{low}-{int(digit) - 1}]" + "[0-9]" * (len(top) - i - 1)
+            )
+    alternatives.append(top)
+    return "^0*(" + "|".join(sorted(set(alternatives), key=len)) + ")$"

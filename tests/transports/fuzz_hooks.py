@@ -1,0 +1,171 @@
+"""schemathesis hooks for test_openapi_fuzz: the rules /openapi.json states only in words.
+
+JSON Schema cannot say that a prompt's tokens plus max_tokens fit the context, that
+best_of equals n, or that a regex compiles; the document says so in its descriptions. A
+schema-valid (positive) case is brought within those rules here before it is sent, the
+way a client that read the document would send it; negative cases go as generated.
+Loaded by `st run` through SCHEMATHESIS_HOOKS, with the server in FUZZ_URL (and its key,
+if any, in FUZZ_KEY).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Any
+
+import httpx
+import schemathesis
+
+_URL = os.environ.get("FUZZ_URL", "")
+_KEY = os.environ.get("FUZZ_KEY")
+_HEADERS = {"Authorization": f"Bearer {_KEY}"} if _KEY else {}
+# A constraint of each kind that the structured-output backend compiles.
+_VALID = {"json": {"type": "object"}, "regex": "a+", "grammar": 'start: "a"'}
+
+
+@schemathesis.hook
+def map_case(context: Any, case: Any) -> Any:
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict):
+        return case
+    repair = _REPAIRS.get(case.path)
+    if repair is not None:
+        repair(case.body)
+    return case
+
+
+def _tokens(body: dict[str, Any]) -> int | None:
+    """A prompt's length in tokens as the server counts it (None: it would not say)."""
+    with httpx.Client(base_url=_URL, headers=_HEADERS, timeout=30) as http:
+        response = http.post("/tokenize", json=body)
+    return response.json()["count"] if response.status_code == 200 else None
+
+
+@functools.cache
+def _context() -> int:
+    with httpx.Client(base_url=_URL, headers=_HEADERS, timeout=30) as http:
+        return int(http.get("/v1/models").json()["data"][0]["max_model_len"])
+
+
+def _fit_completion(body: dict[str, Any], prompt_tokens: int, default: int | None) -> None:
+    """max_tokens (and min_tokens) within what the context leaves after the prompt."""
+    room = _context() - prompt_tokens
+    for name in ("max_tokens", "max_completion_tokens"):
+        if body.get(name) is not None:
+            body[name] = min(body[name], room)
+    chosen = body.get("max_completion_tokens") or body.get("max_tokens", default)
+    if body.get("min_tokens") is not None:
+        body["min_tokens"] = min(body["min_tokens"], chosen if chosen is not None else room)
+
+
+def _fit_constraint(body: dict[str, Any]) -> None:
+    constraint = body.get("structured_outputs")
+    if isinstance(constraint, dict):
+        for kind, valid in _VALID.items():
+            if constraint.get(kind) is not None:
+                constraint[kind] = valid
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and isinstance(response_format.get("json_schema"), dict):
+        response_format["json_schema"]["schema"] = _VALID["json"]
+
+
+def _completions(body: dict[str, Any]) -> None:
+    if body.get("best_of") is not None:
+        body["best_of"] = body.get("n", 1)
+    prompt = body["prompt"]
+    prompts = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
+    context = _context()
+    counts = []
+    for i, one in enumerate(prompts):
+        count = len(one) if isinstance(one, list) else _tokens({"prompt": one})
+        if count is None or count >= context:
+            prompts[i] = one[:1] if isinstance(one, list) else ""
+            count = 1
+        counts.append(count)
+    if isinstance(prompt, str) or isinstance(prompt[0], int):
+        body["prompt"] = prompts[0]
+    _fit_completion(body, max(counts), default=16)
+    _fit_constraint(body)
+
+
+def _template_rules(body: dict[str, Any]) -> None:
+    body.pop("chat_template", None)  # the document asks for a template that renders
+    final = body["messages"][-1]
+    if body.get("continue_final_message") and final.get("content") is None:
+        body["continue_final_message"] = False
+
+
+def _chat(body: dict[str, Any]) -> None:
+    _template_rules(body)
+    if body.get("top_logprobs") is not None:
+        body["logprobs"] = True
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    names = {tool["function"]["name"] for tool in tools}
+    if isinstance(choice, dict) and choice["function"]["name"] not in names:
+        body["tool_choice"] = "none"
+    elif choice == "required" or isinstance(choice, dict):
+        for tool in tools:
+            tool["function"]["parameters"] = _VALID["json"]
+    _fit_constraint(body)
+    count = _chat_prompt_tokens(body)
+    if count is None or count >= _context():
+        # Too long to fit: one short message and no tools instead.
+        body["messages"] = [{"role": "user", "content": ""}]
+        body["continue_final_message"] = False
+        body["tools"] = body["tool_choice"] = None
+        count = _chat_prompt_tokens(body) or 1
+    _fit_completion(body, count, default=None)
+
+
+def _chat_prompt_tokens(body: dict[str, Any]) -> int | None:
+    """The rendered messages' length in tokens: /tokenize's count, or with tools (which
+    /tokenize does not take) the usage of the same request for one token, or the count its
+    400 states."""
+    if not body.get("tools"):
+        rendering = {
+            key: body.get(key)
+            for key in (
+                "messages",
+                "add_generation_prompt",
+                "continue_final_message",
+                "chat_template_kwargs",
+            )
+            if key in body
+        }
+        return _tokens(rendering)
+    probe = {**body, "max_tokens": 1, "max_completion_tokens": None, "min_tokens": 0, "n": 1}
+    probe |= {"stream": False, "stream_options": None, "best_of": None}
+    with httpx.Client(base_url=_URL, headers=_HEADERS, timeout=30) as http:
+        response = http.post("/v1/chat/completions", json=probe)
+    if response.status_code == 200:
+        return int(response.json()["usage"]["prompt_tokens"])
+    found = re.search(r"(\d+) in the messages|resulted in (\d+) tokens", response.text)
+    return int(found.group(1) or found.group(2)) if found else None
+
+
+def _tokenize(body: dict[str, Any]) -> None:
+    if body.get("messages"):
+        _template_rules(body)
+
+
+def _embeddings(body: dict[str, Any]) -> None:
+    texts = body["input"]
+    texts = [texts] if isinstance(texts, str) or isinstance(texts[0], int) else texts
+    context = _context()
+    too_long = any(
+        (len(one) if isinstance(one, list) else _tokens({"prompt": one}) or context + 1) > context
+        for one in texts
+    )
+    if too_long and body.get("truncate_prompt_tokens") is None:
+        body["truncate_prompt_tokens"] = -1
+
+
+_REPAIRS = {
+    "/v1/completions": _completions,
+    "/v1/chat/completions": _chat,
+    "/tokenize": _tokenize,
+    "/v1/embeddings": _embeddings,
+}
