@@ -52,10 +52,12 @@ class RequestStream(Generic[Output]):
         try:
             while True:
                 dead = self._engine_error()
+                # The output first: the core sets a failed request's error before it ends
+                # it, so a final output taken here comes with its error visible below.
+                output = self._state.take_output()
                 error = self._state.error
                 if error is not None:
                     raise self._state.failure or RequestFailedError(error)
-                output = self._state.take_output()
                 if output is not None:
                     if output.finished:
                         self._close()
