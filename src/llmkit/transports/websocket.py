@@ -124,15 +124,14 @@ class WebSocketEndpoint:
             return OpenAIError(
                 403, f"origin {origin} may not open a WebSocket here (see --allowed-origins)"
             )
+        authorization = ws.headers.get("authorization")
+        # Browsers cannot set headers on a WebSocket: they offer the key as a subprotocol.
+        tokens = [p[len(BEARER_PREFIX) :] for p in offered if p.startswith(BEARER_PREFIX)]
         if self._keys and not (
-            self._keys.valid_header(ws.headers.get("authorization"))
-            or any(
-                self._keys.valid_token(p[len(BEARER_PREFIX) :])
-                for p in offered
-                if p.startswith(BEARER_PREFIX)
-            )
+            self._keys.valid_header(authorization)
+            or any(self._keys.valid_token(token) for token in tokens)
         ):
-            return OpenAIError(401, "Incorrect or missing API key.", None, "invalid_api_key")
+            return ApiKeys.refusal(authorization or (f"Bearer {tokens[0]}" if tokens else None))
         return None
 
     def _origin_allowed(self, origin: str, host: str | None) -> bool:
