@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from typing import Any
 
@@ -29,6 +28,7 @@ from llmkit.engine.protocol import (
 from llmkit.engine.request_stream import RequestStream
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.watchdog import Watchdog
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
@@ -70,9 +70,7 @@ class AsyncEngine:
         self._dead: BaseException | None = None
         self._stopping = False
         self._stats = self._core.stats()
-        # The watchdog's clock: when the loop last completed a step or woke to work.
-        self._progress_at = time.monotonic()
-        self._loop_ended = threading.Event()
+        self._watchdog = Watchdog(lambda: self._core.num_requests, config.watchdog_timeout_s)
 
     # ---- lifetime ------------------------------------------------------------------
 
@@ -89,7 +87,7 @@ class AsyncEngine:
             return
         self._thread = threading.Thread(target=self._run, name="llmkit-engine", daemon=True)
         self._thread.start()
-        threading.Thread(target=self._watch, name="llmkit-watchdog", daemon=True).start()
+        self._watchdog.start()
 
     async def shutdown(self) -> None:
         """Abort what is in flight (finish reason "abort") and stop the step loop."""
@@ -103,33 +101,7 @@ class AsyncEngine:
     def is_healthy(self) -> bool:
         """Whether the step loop runs and is not stalled (see ``watchdog_timeout_s``)."""
         alive = self._dead is None and self._thread is not None and self._thread.is_alive()
-        return alive and self._stalled_for() is None
-
-    def _stalled_for(self) -> float | None:
-        """Seconds the core has held requests without completing a step, past the limit."""
-        idle = time.monotonic() - self._progress_at
-        if self._core.num_requests and idle > self.config.watchdog_timeout_s:
-            return idle
-        return None
-
-    def _watch(self) -> None:
-        """Log each stall once when it starts and once when it ends (``is_healthy`` is what
-        /health reads; this thread only makes the log say why)."""
-        interval = min(self.config.watchdog_timeout_s / 4, 5.0)
-        stalled = False
-        while not self._loop_ended.wait(interval):
-            idle = self._stalled_for()
-            if idle is not None and not stalled:
-                logger.error(
-                    "engine stalled: it holds %d requests but has completed no step for %.1f s "
-                    "(watchdog_timeout_s=%g); reporting unhealthy",
-                    self._core.num_requests,
-                    idle,
-                    self.config.watchdog_timeout_s,
-                )
-            elif idle is None and stalled:
-                logger.warning("engine recovered: steps are completing again")
-            stalled = idle is not None
+        return alive and self._watchdog.stalled_for() is None
 
     def stats(self) -> EngineStats:
         """The snapshot the core published after its last step or command."""
@@ -295,17 +267,17 @@ class AsyncEngine:
                 if not core.has_work():
                     self._stats = core.stats()
                     self._commands.wait()
-                    self._progress_at = time.monotonic()
+                    self._watchdog.progress()
                     continue
                 for state in core.step():
                     self._notify(state)
-                self._progress_at = time.monotonic()
+                self._watchdog.progress()
                 self._stats = core.stats()
         except BaseException as exc:
             logger.exception("the engine's step loop died")
             self._dead = exc
         finally:
-            self._loop_ended.set()
+            self._watchdog.stop()
             core.runner.close()  # tensor-parallel workers end with the loop
             self._stats = core.stats()
             if self._dead is None:

@@ -16,6 +16,7 @@ from llmkit.engine.encoder_cache import EncoderCache
 from llmkit.engine.kv_cache import BlockAllocator
 from llmkit.engine.lora_store import LoRAStore
 from llmkit.engine.output_state import RequestState
+from llmkit.engine.pooling import pool_step
 from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.resolve import resolve
 from llmkit.engine.scheduler import Scheduler, SchedulerOutput
@@ -26,8 +27,7 @@ from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
 from llmkit.model.lora_adapter import LoRAAdapter
-from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
-from llmkit.model.sampler import SampledToken, Sampler, SamplingRow
+from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import Logprob, PositionLogprobs
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,8 @@ class EngineCore:
         try:
             if state.request_id in self._requests:
                 raise ValueError(f"request id {state.request_id!r} is already running")
-            seqs = [self._seq_state(state, req, lora) for req in requests]
+            device, pooling_type = self.runner.device, self.pooling_config.pooling_type
+            seqs = [SeqState.build(state, req, lora, device, pooling_type) for req in requests]
         except Exception as exc:  # one bad request must not reach the scheduler
             logger.exception("request %s could not be added", state.request_id)
             self.queue.release(len(state.prompt_token_ids), None)
@@ -94,17 +95,6 @@ class EngineCore:
             self._prompt_tokens += req.num_prompt_tokens
             self.scheduler.add(req)
         return None
-
-    def _seq_state(self, state: RequestState, req: Request, lora: LoRAAdapter | None) -> SeqState:
-        seq = SeqState(state, lora=lora)
-        params = req.sampling_params
-        if params is not None and params.seed is not None:
-            seq.generator = torch.Generator(device=self.runner.device)
-            seq.generator.manual_seed(params.seed)
-        if req.pooling_params is not None:
-            kind = req.pooling_params.pooling_type or self.pooling_config.pooling_type
-            seq.pooler = PoolingAccumulator(kind)
-        return seq
 
     @property
     def num_requests(self) -> int:
@@ -184,7 +174,7 @@ class EngineCore:
         self.scheduler.advance(sched)
         if plan.sample:
             assert logits is not None
-            rows = [self._sampling_row(req) for req, _ in plan.sample]
+            rows = [self._seqs[req].sampling_row(req) for req, _ in plan.sample]
             tokens = self.sampler(logits[[row for _, row in plan.sample]], rows)
             for (req, _), token in zip(plan.sample, tokens):
                 seq = self._seqs.get(req)
@@ -212,17 +202,6 @@ class EngineCore:
     def _reported_prompt_logprobs(self, req: Request) -> int | None:
         reported = self._seqs[req].state.prompt_logprobs
         return None if reported is None else len(reported)
-
-    def _sampling_row(self, req: Request) -> SamplingRow:
-        assert req.sampling_params is not None
-        return SamplingRow(
-            params=req.sampling_params,
-            prompt_token_ids=req.prompt_token_ids,
-            output_token_ids=req.output_token_ids,
-            eos_token_id=req.eos_token_id,
-            generator=self._seqs[req].generator,
-            matcher=req.matcher,
-        )
 
     def _append_token(self, req: Request, token: SampledToken) -> None:
         state = self._seqs[req].state
@@ -277,24 +256,9 @@ class EngineCore:
         self, pooled: list[tuple[Request, int, int]], hidden: torch.Tensor
     ) -> list[RequestState]:
         """Pool this step's chunks of pooling requests; finish those whose input is all done."""
-        poolers = [self._pooler(req) for req, _, _ in pooled]
-        chunks = [(p.pooling_type, off, n) for p, (_, off, n) in zip(poolers, pooled)]
-        done: list[Request] = []
-        for pooler, (req, _, n), part in zip(poolers, pooled, reduce_chunks(hidden, chunks)):
-            pooler.add(part, n)
-            if req.num_computed_tokens >= req.num_tokens:
-                done.append(req)
-        if not done:
-            return []
-        default = self.pooling_config.normalize
-        settings = []
-        for req in done:
-            p = req.pooling_params
-            assert p is not None
-            settings.append((default if p.normalize is None else p.normalize, p.dimensions))
-        embeddings = finish_embeddings([self._pooler(req).vector() for req in done], settings)
         states = []
-        for req, embedding in zip(done, embeddings):
+        normalize = self.pooling_config.normalize
+        for req, embedding in pool_step(pooled, hidden, self._seqs, normalize):
             state = self._seqs[req].state
             with state.lock:
                 state.embedding = embedding
@@ -302,11 +266,6 @@ class EngineCore:
             self._forget(state)
             states.append(state)
         return states
-
-    def _pooler(self, req: Request) -> PoolingAccumulator:
-        pooler = self._seqs[req].pooler
-        assert pooler is not None
-        return pooler
 
     def _fail(self, requests: list[Request], error: str | LLMKitError) -> list[RequestState]:
         """End the requests of ``requests`` with ``error``; a message fails them as failed steps."""

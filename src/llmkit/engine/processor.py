@@ -21,11 +21,6 @@ from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.structured import CompiledGrammar, GrammarCompiler
 from llmkit.structured.llguidance_backend import LLGuidanceBackend
 
-# A text over this many characters per token of max_model_len has its start tokenized
-# first, to refuse it cheaply when that start alone is too long.
-_PROBE_CHARS_PER_TOKEN = 16
-_PROBE_SLACK = 16
-
 
 def new_request_id() -> str:
     return uuid.uuid4().hex
@@ -116,25 +111,17 @@ class InputProcessor:
             **(chat_template_kwargs or {}),
         )
         # The template writes its own BOS; adding another would double it.
-        return {"prompt": text, "prompt_token_ids": self._encode(text, add_special_tokens=False)}
+        return {
+            "prompt": text,
+            "prompt_token_ids": self.tokenizer.encode(text, add_special_tokens=False),
+        }
 
-    def _encode(
-        self, text: str, max_length: int | None = None, add_special_tokens: bool = True
-    ) -> list[int]:
-        """``text``'s token ids; a text too long for the model is refused after tokenizing
-        only its start (a 10 MB prompt costs milliseconds, not seconds of a core)."""
-        if max_length is None and len(text) > _PROBE_CHARS_PER_TOKEN * self.max_model_len:
-            head = self.tokenizer.encode(
-                text[: _PROBE_CHARS_PER_TOKEN * self.max_model_len], add_special_tokens
-            )
-            # A cut word may split into a few more tokens than it would whole: leave room.
-            if len(head) > self.max_model_len + _PROBE_SLACK:
-                raise ValueError(
-                    f"the prompt is longer than max_model_len={self.max_model_len} tokens: "
-                    f"its first {_PROBE_CHARS_PER_TOKEN * self.max_model_len} of {len(text)} "
-                    f"characters alone are {len(head)} tokens"
-                )
-        return self.tokenizer.encode(text, add_special_tokens, max_length)
+    def _encode(self, text: str, max_length: int | None = None) -> list[int]:
+        """A prompt's token ids; one far too long for the model is refused after tokenizing
+        only its start (a rendered conversation is not: /tokenize takes any length)."""
+        if max_length is not None:
+            return self.tokenizer.encode(text, max_length=max_length)
+        return self.tokenizer.encode(text, refuse_over=self.max_model_len)
 
     def check_sampling(self, params: SamplingParams, prompt_len: int) -> None:
         if prompt_len >= self.max_model_len:
