@@ -107,12 +107,9 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "llmkit"
 
 
-def resolve_model(name: str, cache_dir: Path | None = None) -> str:
-    """Map ``demo`` to its built directory (building it once); other names pass through."""
-    if name != DEMO_MODEL_NAME:
-        return name
-    path = (cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}"
-    return str(build_model(path, DEMO_SPEC))
+def build_demo(cache_dir: Path | None = None) -> Path:
+    """The ``demo`` model's folder, built once under ``cache_dir``."""
+    return build_model((cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}", DEMO_SPEC)
 
 
 def check_model(name: str) -> None:
