@@ -13,7 +13,7 @@ import transformers
 
 from llmkit import LLM, SamplingParams
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.model.gguf.weights import iter_gguf_weights, unpermute
+from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.names import installed_gguf, resolve_model
 
 MAX_TOKENS = 32
@@ -86,15 +86,15 @@ def test_every_tensor_equals_transformers_and_the_qk_order_matters(gguf_file, hf
     for name, weight in ours.items():
         assert torch.equal(weight, expected[name]), name
 
-    # The file keeps llama.cpp's order: leaving it (no unpermute) changes what the model says.
+    # The file keeps llama.cpp's order: its rows as they are (no unpermute) change the answer.
     ids = torch.tensor([prompts[0]])
+    attn = hf_model.model.layers[0].self_attn
     with torch.no_grad():
         right = hf_model(ids).logits[0, -1]
-        attn = hf_model.model.layers[0].self_attn
         q, k = attn.q_proj.weight.clone(), attn.k_proj.weight.clone()
         try:
-            attn.q_proj.weight.copy_(_llama_cpp_permute(q, 9, 9))
-            attn.k_proj.weight.copy_(_llama_cpp_permute(k, 9, 3))
+            attn.q_proj.weight.copy_(_file_rows(gguf_file, "blk.0.attn_q.weight"))
+            attn.k_proj.weight.copy_(_file_rows(gguf_file, "blk.0.attn_k.weight"))
             wrong = hf_model(ids).logits[0, -1]
         finally:
             attn.q_proj.weight.copy_(q)
@@ -102,24 +102,13 @@ def test_every_tensor_equals_transformers_and_the_qk_order_matters(gguf_file, hf
     assert (right - wrong).abs().max() > 0.5
 
 
-def _llama_cpp_permute(weights: torch.Tensor, n_head: int, n_head_kv: int) -> torch.Tensor:
-    """llama.cpp's convert_hf_to_gguf.py ``LlamaModel.permute``, verbatim."""
-    if n_head_kv is not None and n_head != n_head_kv:
-        n_head = n_head_kv
-    return (
-        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(weights.shape)
-    )
+def _file_rows(file: Path, name: str) -> torch.Tensor:
+    """Tensor ``name`` dequantized, in the file's own row order."""
+    import gguf
 
-
-@pytest.mark.parametrize(("heads", "rows"), [(9, 576), (3, 192), (2, 8)])
-def test_unpermute_inverts_llama_cpp_permute(heads, rows):
-    weight = torch.arange(rows * 5, dtype=torch.float32).reshape(rows, 5)
-    permuted = _llama_cpp_permute(weight, heads, heads).numpy()
-    assert np.array_equal(unpermute(permuted, heads), weight.numpy())
-    bias = torch.arange(rows, dtype=torch.float32)
-    assert np.array_equal(unpermute(_llama_cpp_permute(bias, heads, heads).numpy(), heads), bias)
+    tensor = next(t for t in gguf.GGUFReader(file).tensors if t.name == name)
+    shape = tuple(reversed(tensor.shape.tolist()))
+    return torch.from_numpy(gguf.dequantize(tensor.data, tensor.tensor_type).reshape(shape))
 
 
 def test_tokenizer_and_chat_template_equal_transformers_gguf(gguf_file, hf_tokenizer):
