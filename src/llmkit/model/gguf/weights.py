@@ -2,8 +2,9 @@
 
 Every tensor is dequantized to float32 here (the model's ``copy_`` casts to its dtype).
 Native quantized weights plug in at :func:`iter_gguf_weights`: a Q4_1 tensor's rows are
-already llmkit's w4a8 groups (4-bit codes, a scale and a min per 32), and the Q/K row
-permutation moves whole rows, so it applies to packed rows unchanged.
+already llmkit's w4a8 groups (``w4a8.from_q4_1`` lays them out for the kernel, the same
+numbers), and the Q/K row permutation moves whole rows, so it applies to the blocks as
+they are, before they are laid out.
 """
 
 from __future__ import annotations
