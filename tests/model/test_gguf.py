@@ -200,5 +200,5 @@ def test_bad_files_fail_with_the_file_and_the_reason(tmp_path):
     q8_1 = _write_gguf(tmp_path / "q8_1.gguf", embd_type="Q8_1")
     _assert_load_fails(q8_1, "token_embd.weight has quantization type Q8_1")
 
-    missing = tmp_path / "absent.gguf"
-    _assert_load_fails(missing, "no such GGUF file")
+    with pytest.raises(FileNotFoundError, match=r"^no GGUF file at '.*absent\.gguf'$"):
+        LLM(str(tmp_path / "absent.gguf"))

@@ -112,21 +112,6 @@ def build_demo(cache_dir: Path | None = None) -> Path:
     return build_model((cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}", DEMO_SPEC)
 
 
-def check_model(name: str) -> None:
-    """``FileNotFoundError`` unless ``name`` is ``demo`` or a model directory (one with a
-    config.json), before anything tries to load it as one."""
-    if name == DEMO_MODEL_NAME:
-        return
-    path = Path(name)
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"no model directory at {name!r}; give a HuggingFace model directory or "
-            f"{DEMO_MODEL_NAME!r}"
-        )
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{name!r} holds no config.json")
-
-
 def build_model(path: str | os.PathLike, spec: ModelSpec = ModelSpec()) -> Path:
     """Write the model for ``spec`` to ``path`` unless it is already there; return the path."""
 

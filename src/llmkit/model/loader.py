@@ -12,7 +12,6 @@ import torch
 from safetensors import safe_open
 
 from llmkit.model.context import ForwardContext
-from llmkit.model.demo import check_model
 from llmkit.model.gguf.cache import gguf_source
 from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.models.bert import BertForMaskedLM, BertModel
@@ -23,7 +22,7 @@ from llmkit.model.models.llama import (
     Qwen3ForCausalLM,
 )
 from llmkit.model.models.llava import LlavaForConditionalGeneration
-from llmkit.model.names import resolve_model
+from llmkit.model.names import check_model, resolve_model
 from llmkit.model.parallel import SINGLE, TensorParallel
 from llmkit.model.weights import Weight
 

@@ -27,6 +27,26 @@ def resolve_model(name: str, cache_dir: Path | None = None) -> str:
     return name
 
 
+def check_model(name: str) -> None:
+    """``FileNotFoundError`` unless ``name`` is a known name, a GGUF file or a model directory
+    (one with a config.json), before anything tries to load it as one; ``ValueError`` for a
+    known name whose package is missing or a GGUF file llmkit cannot load. A GGUF file is
+    checked whole by building its cached folder (once), which loading then finds."""
+    if name == DEMO_MODEL_NAME:
+        return
+    path = Path(name)
+    if name in INSTALLED_GGUF or path.is_file() or name.lower().endswith(".gguf"):
+        resolve_model(name)
+        return
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"no model directory at {name!r}; give a HuggingFace model directory, a GGUF "
+            f"file, {', '.join(repr(n) for n in INSTALLED_GGUF)} or {DEMO_MODEL_NAME!r}"
+        )
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{name!r} holds no config.json")
+
+
 def installed_gguf(name: str) -> Path:
     """Where the distribution behind model ``name`` put its GGUF file; not imported, because
     such packages' own code may pull in a llama.cpp build."""

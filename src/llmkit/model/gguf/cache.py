@@ -33,7 +33,7 @@ def resolve_gguf(file: str | Path, cache_dir: Path) -> str:
     """The cached folder for GGUF ``file``, built on first use; ``ValueError`` if unusable."""
     path = Path(file).resolve()
     if not path.is_file():
-        raise ValueError(f"{file}: no such GGUF file")
+        raise FileNotFoundError(f"no GGUF file at {str(file)!r}")
     folder = cache_dir / "gguf" / cache_key(path)
     return str(
         build_once(

@@ -17,7 +17,7 @@ def open_gguf(path: str | Path) -> GGUFReader:
 
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such GGUF file")
+        raise FileNotFoundError(f"no GGUF file at {str(path)!r}")
     with path.open("rb") as f:
         if f.read(4) != MAGIC:
             raise ValueError(f"{path}: not a GGUF file (it does not start with {MAGIC!r})")
