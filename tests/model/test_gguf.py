@@ -14,6 +14,7 @@ import transformers
 from llmkit import LLM, SamplingParams
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.model.gguf.weights import iter_gguf_weights
+from llmkit.model.layers.quant import QuantizedLinear
 from llmkit.model.names import installed_gguf, resolve_model
 
 MAX_TOKENS = 32
@@ -109,6 +110,25 @@ def _file_rows(file: Path, name: str) -> torch.Tensor:
     tensor = next(t for t in gguf.GGUFReader(file).tensors if t.name == name)
     shape = tuple(reversed(tensor.shape.tolist()))
     return torch.from_numpy(gguf.dequantize(tensor.data, tensor.tensor_type).reshape(shape))
+
+
+def test_q4_1_layers_load_as_w4a8_with_the_files_numbers(gguf_file, hf_model):
+    """w4a8 at group size 32 takes the file's Q4_1 blocks as they are: no requantization."""
+    llm = LLM(str(gguf_file), quantization="w4a8", quantization_group_size=32, max_model_len=512)
+    layers = {
+        name: module
+        for name, module in llm._core.runner.model.named_modules()
+        if isinstance(module, QuantizedLinear)
+    }
+    assert len(layers) == 30 * 4  # qkv, o, gate_up, down: every one Q4_1 in this file
+    file_numbers = hf_model.state_dict()  # the file dequantized, in HF's row order
+    parts = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+    for name, layer in layers.items():
+        prefix, _, fused = name.rpartition(".")
+        want = [file_numbers[f"{prefix}.{part}.weight"] for part in parts.get(fused, (fused,))]
+        assert torch.equal(layer.dequantized(), torch.cat(want)), name
+    answer = llm.chat(CHATS[0], SamplingParams(temperature=0.0, max_tokens=16), use_tqdm=False)
+    assert "Paris" in answer[0].outputs[0].text
 
 
 def test_tokenizer_and_chat_template_equal_transformers_gguf(gguf_file, hf_tokenizer):

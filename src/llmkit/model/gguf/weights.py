@@ -1,10 +1,8 @@
 """A GGUF file's tensors under HF parameter names, dequantized, with llama.cpp's Q/K order undone.
 
 Every tensor is dequantized to float32 here (the model's ``copy_`` casts to its dtype).
-Native quantized weights plug in at :func:`iter_gguf_weights`: a Q4_1 tensor's rows are
-already llmkit's w4a8 groups (``w4a8.from_q4_1`` lays them out for the kernel, the same
-numbers), and the Q/K row permutation moves whole rows, so it applies to the blocks as
-they are, before they are laid out.
+With ``quantization="w4a8"`` at group size 32, the Q4_1 linear layers are then replaced by
+the file's own blocks (:mod:`llmkit.model.gguf.native`).
 """
 
 from __future__ import annotations
