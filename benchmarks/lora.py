@@ -26,7 +26,7 @@ from transformers import AutoConfig
 
 from llmkit import LLM, LoRARequest, SamplingParams
 from llmkit.bench.workload import machine
-from llmkit.model.demo import resolve_model
+from llmkit.model.names import resolve_model
 
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 NUM_ADAPTERS = 4

@@ -19,8 +19,8 @@ import ray
 from llmkit import EngineConfig, SamplingParams
 from llmkit.bench.workload import token_jobs
 from llmkit.distributed.ray import ReplicaGroup
-from llmkit.model.demo import resolve_model
 from llmkit.model.loader import load_hf_config
+from llmkit.model.names import resolve_model
 
 
 async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[float, int, float]:

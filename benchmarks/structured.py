@@ -20,7 +20,7 @@ from transformers import AutoConfig
 
 from llmkit import LLM, SamplingParams
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.model.demo import resolve_model
+from llmkit.model.names import resolve_model
 from llmkit.sampling_params import StructuredOutputsParams
 from llmkit.structured.llguidance_backend import LLGuidanceBackend
 

@@ -22,8 +22,8 @@ import torch
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import token_jobs
 from llmkit.distributed.group import join_group, make_group, open_store
-from llmkit.model.demo import resolve_model
 from llmkit.model.loader import load_hf_config
+from llmkit.model.names import resolve_model
 
 
 class Timed:

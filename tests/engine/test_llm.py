@@ -145,6 +145,19 @@ def test_unsupported_architecture_lists_the_supported_ones(tiny_model, tmp_path)
         LLM(str(path))
 
 
+def test_a_config_without_architectures_loads_by_model_type(tiny_model, tmp_path):
+    # transformers' GGUF conversion writes such a config.
+    path = tmp_path / "no-architectures"
+    shutil.copytree(tiny_model, path)
+    config = json.loads((path / "config.json").read_text())
+    del config["architectures"]
+    (path / "config.json").write_text(json.dumps(config))
+    expected = LLM(tiny_model).generate("Hello", GREEDY, use_tqdm=False)[0].outputs[0].token_ids
+    assert (
+        LLM(str(path)).generate("Hello", GREEDY, use_tqdm=False)[0].outputs[0].token_ids == expected
+    )
+
+
 def test_sharded_checkpoints_load(tiny_model, tmp_path):
     import transformers
 

@@ -87,6 +87,22 @@ def test_packing_round_trips_within_half_a_step():
     assert bits == pytest.approx(4 + 32 / 32)
 
 
+@pytest.mark.parametrize(("n", "k"), [(19, 96), (192, 576), (8, 32)])
+def test_q4_1_rows_become_the_same_weights_unrequantized(n, k):
+    """llama.cpp's Q4_1 (a GGUF file's 4-bit type) is a w4a8 group of 32: the packed weight
+    dequantizes to exactly the file's numbers, and the kernel multiplies by them."""
+    gguf = pytest.importorskip("gguf")
+    torch.manual_seed(0)
+    weight = torch.randn(n, k) * torch.rand(n, 1)
+    blocks = gguf.quantize(weight.numpy(), gguf.GGMLQuantizationType.Q4_1)
+    file_numbers = torch.from_numpy(gguf.dequantize(blocks, gguf.GGMLQuantizationType.Q4_1))
+    packed = w4a8.from_q4_1(torch.from_numpy(blocks), k)
+    assert torch.equal(w4a8.dequantize(packed)[:n], file_numbers)
+    assert not w4a8.dequantize(packed)[n:].any()  # the padding rows
+    x = torch.randn(5, k)
+    assert relative_error(w4a8.linear(x, packed, n), reference(x, packed, n)) < 1e-5
+
+
 def test_without_a_compiler_torch_runs_the_same_math(monkeypatch, tmp_path):
     """No C compiler (or a broken one): load() says so and linear() takes the torch path,
     which gives the kernel's numbers up to float rounding."""

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 def add_parser(commands: argparse._SubParsersAction) -> None:
     chat = commands.add_parser("chat", help="chat in the terminal, locally or with a server")
     chat.add_argument(
-        "model", nargs="?", help="a model directory or 'demo' (or, with --url, a served name)"
+        "model",
+        nargs="?",
+        help="a model directory, a GGUF file, 'smollm2' or 'demo' (or, with --url, a served name)",
     )
     chat.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000/v1")
     chat.add_argument("--api-key", help=f"the server's API key (default: ${API_KEY_ENV})")

@@ -15,7 +15,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "engine",
         help="run an engine without HTTP, for `serve --engine-socket` and other local processes",
     )
-    engine.add_argument("model", help="a model directory, or 'demo'")
+    engine.add_argument("model", help="a model directory, a GGUF file, 'smollm2' or 'demo'")
     engine.add_argument(
         "--socket", required=True, metavar="PATH", help="the unix socket to serve the engine on"
     )

@@ -10,7 +10,7 @@ import typing
 from typing import Any
 
 from llmkit.config import EngineConfig
-from llmkit.model.demo import check_model
+from llmkit.model.names import check_model
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 
 # The only place llmkit reads an environment variable for a setting (see DESIGN.md).

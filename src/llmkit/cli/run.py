@@ -10,7 +10,7 @@ from llmkit.cli.flags import add_engine_flags, add_sampling_flags, engine_config
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="stream one completion to stdout")
-    run.add_argument("model", help="a model directory, or 'demo'")
+    run.add_argument("model", help="a model directory, a GGUF file, 'smollm2' or 'demo'")
     run.add_argument("prompt", help="the text to complete")
     add_sampling_flags(run, max_tokens=128)
     # One request at a time: the KV cache then holds one sequence (64 MiB for the demo)

@@ -107,27 +107,9 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "llmkit"
 
 
-def resolve_model(name: str, cache_dir: Path | None = None) -> str:
-    """Map ``demo`` to its built directory (building it once); other names pass through."""
-    if name != DEMO_MODEL_NAME:
-        return name
-    path = (cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}"
-    return str(build_model(path, DEMO_SPEC))
-
-
-def check_model(name: str) -> None:
-    """``FileNotFoundError`` unless ``name`` is ``demo`` or a model directory (one with a
-    config.json), before anything tries to load it as one."""
-    if name == DEMO_MODEL_NAME:
-        return
-    path = Path(name)
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"no model directory at {name!r}; give a HuggingFace model directory or "
-            f"{DEMO_MODEL_NAME!r}"
-        )
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{name!r} holds no config.json")
+def build_demo(cache_dir: Path | None = None) -> Path:
+    """The ``demo`` model's folder, built once under ``cache_dir``."""
+    return build_model((cache_dir or default_cache_dir()) / f"demo-v{_FORMAT_VERSION}", DEMO_SPEC)
 
 
 def build_model(path: str | os.PathLike, spec: ModelSpec = ModelSpec()) -> Path:

@@ -1,4 +1,5 @@
-"""HF model directory -> one of our native modules: config by AutoConfig, weights by safetensors."""
+"""HF model directory -> one of our native modules: config by AutoConfig, weights by safetensors
+(or, for a GGUF file's cached folder, from the file it names)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import torch
 from safetensors import safe_open
 
 from llmkit.model.context import ForwardContext
-from llmkit.model.demo import check_model, resolve_model
+from llmkit.model.gguf.cache import gguf_source
+from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.models.bert import BertForMaskedLM, BertModel
 from llmkit.model.models.llama import (
     LlamaForCausalLM,
@@ -20,6 +22,7 @@ from llmkit.model.models.llama import (
     Qwen3ForCausalLM,
 )
 from llmkit.model.models.llava import LlavaForConditionalGeneration
+from llmkit.model.names import check_model, resolve_model
 from llmkit.model.parallel import SINGLE, TensorParallel
 from llmkit.model.weights import Weight
 
@@ -78,8 +81,21 @@ def load_hf_config(path: str) -> PretrainedConfig:
     return AutoConfig.from_pretrained(path)
 
 
+# A config without ``architectures`` (transformers' GGUF conversion writes one): its model_type.
+_MODEL_TYPES = {
+    "bert": "BertModel",
+    "llama": "LlamaForCausalLM",
+    "llava": "LlavaForConditionalGeneration",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
+
+
 def model_class(hf_config: PretrainedConfig) -> type[NativeModel]:
     names = list(getattr(hf_config, "architectures", None) or [])
+    if not names and getattr(hf_config, "model_type", None) in _MODEL_TYPES:
+        names = [_MODEL_TYPES[hf_config.model_type]]
     for name in names:
         if name in ARCHITECTURES:
             return ARCHITECTURES[name]
@@ -127,6 +143,10 @@ def iter_weights(path: str, lazy: bool = False) -> Iterator[tuple[str, Weight]]:
     """Every tensor of a checkpoint, sharded (``model.safetensors.index.json``) or not.
 
     ``lazy``: safetensors slices instead, which read from disk only what is indexed."""
+    gguf = gguf_source(path)
+    if gguf is not None:
+        yield from iter_gguf_weights(gguf)
+        return
     root = Path(path)
     index = root / "model.safetensors.index.json"
     if index.exists():

@@ -14,6 +14,7 @@ from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_memory import keep_freed_memory
 from llmkit.model.cuda_graphs import DecodeGraphs
+from llmkit.model.gguf.native import native_linears
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import quantize_linears
 from llmkit.model.loader import load_model
@@ -94,9 +95,9 @@ class ModelRunner:
             keep_freed_memory()
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp)
         if config.quantization is not None:
-            quantize_linears(
-                cast(nn.Module, self.model), config.quantization, config.quantization_group_size
-            )
+            method, group = config.quantization, config.quantization_group_size
+            native = native_linears(model_path, method, group)  # a GGUF's Q4_1, as it is
+            quantize_linears(cast(nn.Module, self.model), method, group, native)
         self.lora = (
             LoRAModel(self.model, config.max_loras, config.max_lora_rank)
             if config.enable_lora

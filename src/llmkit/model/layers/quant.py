@@ -69,7 +69,15 @@ class QuantizedLinear(nn.Module):
     codes: torch.Tensor  # int4 on CPU: two codes a byte, for dequantized()
     mins: torch.Tensor  # w4a8
 
-    def __init__(self, linear: nn.Linear, method: str, group_size: int = 128) -> None:
+    def __init__(
+        self,
+        linear: nn.Linear,
+        method: str,
+        group_size: int = 128,
+        packed: w4a8.Packed | None = None,
+    ) -> None:
+        """``packed``: w4a8's weight as given (a GGUF file's Q4_1, groups of 32), rather
+        than quantized from ``linear``'s."""
         super().__init__()
         weight = linear.weight.detach()
         self.method = method
@@ -82,8 +90,11 @@ class QuantizedLinear(nn.Module):
         elif method == "int4":
             self._int4(weight.float(), group_size)
         elif method == "w4a8":
-            self.group_size = w4a8.group_for(self.in_features, group_size)
-            packed = w4a8.pack(weight, self.group_size)
+            if packed is None:
+                self.group_size = w4a8.group_for(self.in_features, group_size)
+                packed = w4a8.pack(weight, self.group_size)
+            else:
+                self.group_size = w4a8.BLOCK
             w4a8.load()  # builds the kernel at model load, not in a request's first step
             for name, tensor in zip(("qweight", "scales", "mins"), packed):
                 self.register_buffer(name, tensor)
@@ -209,14 +220,23 @@ def _prepack_int8(q: torch.Tensor, scales: torch.Tensor, engine: str) -> torch.S
         torch.backends.quantized.engine = previous
 
 
-def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> int:
+def quantize_linears(
+    model: nn.Module,
+    method: str,
+    group_size: int = 128,
+    packed: dict[str, w4a8.Packed] | None = None,
+) -> int:
     """Replace the model's linear layers, except its lm_head, by QuantizedLinear; returns
     how many were replaced. Embeddings and the head stay in full precision: on the test and
-    benchmark shapes the head is a small share of the work, and it sets every logit."""
+    benchmark shapes the head is a small share of the work, and it sets every logit.
+    ``packed``: w4a8 weights ready made, by module name (a GGUF file's Q4_1 layers)."""
     device = next(model.parameters()).device
     if not has_kernels(method, device):
         raise ValueError(
             f"quantization={method!r} needs torch's {method} kernels, which this torch "
             f"build lacks on {device.type}"
         )
-    return replace_linears(model, lambda linear: QuantizedLinear(linear, method, group_size))
+    ready = {id(model.get_submodule(name)): weight for name, weight in (packed or {}).items()}
+    return replace_linears(
+        model, lambda linear: QuantizedLinear(linear, method, group_size, ready.get(id(linear)))
+    )

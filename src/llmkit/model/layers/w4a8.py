@@ -67,6 +67,30 @@ def pack(weight: torch.Tensor, group: int) -> Packed:
     # The codes are chosen for the float16 scale and min the kernel will use.
     step = torch.where(scales > 0, scales.float(), 1.0)[..., None]
     q = torch.round((w - mins.float()[..., None]) / step).clamp_(0, 15).to(torch.uint8)
+    return _layout(q.view(np_, kp), scales, mins)
+
+
+def from_q4_1(blocks: torch.Tensor, in_features: int) -> Packed:
+    """llama.cpp's Q4_1 rows (uint8 ``[out, in / 32 * 20]``) in the kernel's layout: the same
+    numbers, not requantized. A Q4_1 block is a float16 scale ``d`` and min ``m`` and 32
+    codes ``q`` (two a byte, the first 16 in the low nibbles), worth ``d * q + m``: a w4a8
+    group of 32."""
+    if in_features % BLOCK:
+        raise ValueError(f"Q4_1 rows hold whole blocks of {BLOCK}, got {in_features} inputs")
+    n = blocks.shape[0]
+    b = blocks.reshape(n, in_features // BLOCK, 20)
+    b = F.pad(b, (0, 0, 0, 0, 0, -(-n // TILE) * TILE - n))  # zero rows up to whole tiles
+    scales = b[..., 0:2].contiguous().view(torch.float16)[..., 0]
+    mins = b[..., 2:4].contiguous().view(torch.float16)[..., 0]
+    qs = b[..., 4:]
+    q = torch.cat([qs & 15, qs >> 4], dim=-1)
+    return _layout(q.reshape(b.shape[0], in_features), scales, mins)
+
+
+def _layout(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor) -> Packed:
+    """Codes ``q`` uint8 ``[Np, Kp]`` and per-group ``scales``/``mins`` ``[Np, Kp / group]``
+    (``Np`` whole tiles) laid out for the kernel."""
+    np_, kp = q.shape
     # [tile, column, chunk of 8 inputs, half, 4] -> [tile, chunk, half, column, 4]
     q = q.view(np_ // TILE, TILE, kp // 8, 2, 4).permute(0, 2, 3, 1, 4)
     codes = (q[:, :, 0] | q[:, :, 1] << 4).reshape(np_ // TILE, kp // 8, 32)

@@ -1,0 +1,71 @@
+"""A GGUF file -> a cached HF-style folder (config, tokenizer, chat template) naming the file.
+
+The engine keeps treating every model as a folder; only the weights iterator opens the
+GGUF (see ``SOURCE``). Building the tokenizer from the file's vocabulary takes seconds,
+so the folder is built once, under a key of the file's path, size and leading bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from llmkit.model.demo import build_once
+
+SOURCE = "gguf_source.json"  # {"gguf": absolute path of the file the weights come from}
+_FORMAT_VERSION = 1
+# The metadata (vocabulary, merges, chat template) sits at the file's start: 1.7 MiB for a
+# 49k vocabulary, a few MiB for the largest. Hashing this much covers it at a few ms,
+# where hashing a multi-GB file on every start would take seconds.
+_KEY_BYTES = 16 << 20
+
+
+def cache_key(path: Path) -> str:
+    """What the folder depends on: the file's place, size and leading bytes (its metadata)."""
+    digest = hashlib.sha256(f"{_FORMAT_VERSION}\0{path}\0{path.stat().st_size}\0".encode())
+    with path.open("rb") as f:
+        digest.update(f.read(_KEY_BYTES))
+    return digest.hexdigest()[:32]
+
+
+def resolve_gguf(file: str | Path, cache_dir: Path) -> str:
+    """The cached folder for GGUF ``file``, built on first use; ``ValueError`` if unusable."""
+    path = Path(file).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no GGUF file at {str(file)!r}")
+    folder = cache_dir / "gguf" / cache_key(path)
+    return str(
+        build_once(
+            folder, {"gguf": str(path), "format": _FORMAT_VERSION}, lambda tmp: _write(path, tmp)
+        )
+    )
+
+
+def gguf_source(folder: str | Path) -> Path | None:
+    """The GGUF file a cached folder was built from, or None for an ordinary model folder."""
+    source = Path(folder) / SOURCE
+    if not source.is_file():
+        return None
+    return Path(json.loads(source.read_text())["gguf"])
+
+
+def _write(path: Path, tmp: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from llmkit.model.gguf.config import hf_config
+    from llmkit.model.gguf.file import open_gguf
+    from llmkit.model.gguf.weights import check_tensors
+
+    reader = open_gguf(path)
+    config = hf_config(reader, path)
+    check_tensors(reader, path)  # a type it cannot read fails now, not after the engine starts
+    config.save_pretrained(tmp)
+    try:
+        # transformers' GGUF tokenizer: the vocabulary, merges, pre-tokenizer split, special
+        # tokens, bos/eos/pad and chat template, as its from_pretrained(gguf_file=) builds it.
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    except Exception as e:  # noqa: BLE001 (whatever the converter raised, said with the file)
+        raise ValueError(f"{path}: cannot build a tokenizer from the GGUF metadata: {e}") from None
+    tokenizer.save_pretrained(tmp)
+    (tmp / SOURCE).write_text(json.dumps({"gguf": str(path)}))

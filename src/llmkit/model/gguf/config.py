@@ -1,0 +1,101 @@
+"""A GGUF file's metadata (``llama.*``, ``qwen2.*``, ``qwen3.*`` keys) -> a transformers config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmkit.model.gguf.file import field
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader
+    from transformers import PretrainedConfig
+
+# llama.cpp architecture -> (transformers config class, our architecture name)
+ARCHITECTURES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+}
+
+
+def architecture(reader: GGUFReader, path: str | Path) -> str:
+    """``general.architecture``; ``ValueError`` if llmkit has no model for it."""
+    arch = field(reader, "general.architecture")
+    if arch not in ARCHITECTURES:
+        raise ValueError(
+            f"{path}: GGUF architecture {arch or '(none given)'!r} is not supported; "
+            f"llmkit reads {', '.join(sorted(ARCHITECTURES))}"
+        )
+    return str(arch)
+
+
+def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
+    """The config transformers would write for this model, with ``architectures`` set."""
+    import transformers
+
+    arch = architecture(reader, path)
+    config_cls, model_name = ARCHITECTURES[arch]
+
+    def key(name: str, default: Any = None) -> Any:
+        value = field(reader, f"{arch}.{name}", default)
+        if value is None:
+            raise ValueError(f"{path}: GGUF metadata lacks {arch}.{name}")
+        return value
+
+    tensors = {t.name: t for t in reader.tensors}
+    if "rope_freqs.weight" in tensors:
+        raise ValueError(
+            f"{path}: the file carries a per-dimension RoPE frequency table (rope_freqs, "
+            "Llama 3.1-style rope scaling), which llmkit cannot apply yet"
+        )
+    if "token_embd.weight" not in tensors:
+        raise ValueError(f"{path}: GGUF file has no token_embd.weight tensor")
+    heads = int(key("attention.head_count"))
+    hidden = int(key("embedding_length"))
+    kwargs: dict[str, Any] = dict(
+        architectures=[model_name],
+        # ggml lists dimensions innermost first: token_embd is [hidden, vocab].
+        vocab_size=int(tensors["token_embd.weight"].shape[-1]),
+        hidden_size=hidden,
+        intermediate_size=int(key("feed_forward_length")),
+        num_hidden_layers=int(key("block_count")),
+        num_attention_heads=heads,
+        num_key_value_heads=int(key("attention.head_count_kv", heads)),
+        head_dim=int(key("attention.key_length", hidden // heads)),
+        max_position_embeddings=int(key("context_length")),
+        rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
+        rope_parameters=_rope(reader, arch, path),
+        tie_word_embeddings="output.weight" not in tensors,
+        bos_token_id=field(reader, "tokenizer.ggml.bos_token_id"),
+        eos_token_id=field(reader, "tokenizer.ggml.eos_token_id"),
+        pad_token_id=field(reader, "tokenizer.ggml.padding_token_id"),
+    )
+    if arch == "llama":
+        # Qwen2's q/k/v biases come with its class; a Llama has them only if the file does.
+        kwargs["attention_bias"] = "blk.0.attn_q.bias" in tensors
+    if arch == "qwen2":
+        kwargs["use_sliding_window"] = False
+    return getattr(transformers, config_cls)(**kwargs)
+
+
+def _rope(reader: GGUFReader, arch: str, path: str | Path) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "rope_type": "default",
+        "rope_theta": float(field(reader, f"{arch}.rope.freq_base", 10000.0)),
+    }
+    scaling = field(reader, f"{arch}.rope.scaling.type", "none")
+    factor = field(reader, f"{arch}.rope.scaling.factor")
+    if scaling == "none" or factor in (None, 1.0):
+        return params
+    if scaling == "linear":
+        return {**params, "rope_type": "linear", "factor": float(factor)}
+    if scaling == "yarn":
+        original = field(reader, f"{arch}.rope.scaling.original_context_length")
+        return {
+            **params,
+            "rope_type": "yarn",
+            "factor": float(factor),
+            "original_max_position_embeddings": int(original),
+        }
+    raise ValueError(f"{path}: GGUF rope scaling {scaling!r} is not supported")

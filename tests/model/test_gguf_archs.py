@@ -1,0 +1,136 @@
+"""Each architecture llmkit reads from GGUF (llama, qwen2, qwen3) loads to the same model as
+its HF folder: the tiny test models written as GGUF the way llama.cpp's converter does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from llmkit import LLM, SamplingParams
+from llmkit.engine.tokenizer import Tokenizer
+from llmkit.model.gguf.weights import unpermute
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+PROMPTS = [[1, 5, 9, 200, 31], [1, 700, 12], list(range(1, 40))]
+# HF module -> GGUF tensor name piece (llama.cpp's gguf.constants TENSOR_NAMES)
+LAYER = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+GLOBAL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+
+
+def permute(weights: torch.Tensor, n_head: int, n_head_kv: int | None) -> torch.Tensor:
+    """llama.cpp's convert_hf_to_gguf.py ``LlamaModel.permute``, verbatim."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def write_gguf(folder: str, out: Path) -> Path:
+    """The HF model in ``folder`` as a float32 GGUF file, as llama.cpp's converter writes it."""
+    cfg = json.loads(Path(folder, "config.json").read_text())
+    arch = "llama" if cfg["model_type"] == "mistral" else cfg["model_type"]
+    writer = gguf.GGUFWriter(str(out), arch)
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    writer.add_block_count(cfg["num_hidden_layers"])
+    writer.add_context_length(cfg["max_position_embeddings"])
+    writer.add_embedding_length(cfg["hidden_size"])
+    writer.add_feed_forward_length(cfg["intermediate_size"])
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    writer.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    _add_tokenizer(writer, folder)
+    for name, tensor in load_file(str(Path(folder, "model.safetensors"))).items():
+        if arch == "llama" and ".q_proj." in name:
+            tensor = permute(tensor, heads, heads)
+        elif arch == "llama" and ".k_proj." in name:
+            tensor = permute(tensor, heads, kv_heads)
+        writer.add_tensor(_gguf_name(name), tensor.float().numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def _gguf_name(name: str) -> str:
+    module, _, kind = name.rpartition(".")
+    if module in GLOBAL:
+        return f"{GLOBAL[module]}.{kind}"
+    _, _, layer, rest = module.split(".", 3)
+    return f"blk.{layer}.{LAYER[rest]}.{kind}"
+
+
+def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
+    spec = json.loads(Path(folder, "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    special = {t["content"]: t["id"] for t in spec["added_tokens"] if t["special"]}
+    tokens = sorted({**vocab, **special}, key=lambda t: {**vocab, **special}[t])
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in tokens]
+    )
+    writer.add_token_merges([" ".join(pair) for pair in spec["model"]["merges"]])
+    writer.add_bos_token_id(special["<s>"])
+    writer.add_eos_token_id(special["</s>"])
+    writer.add_unk_token_id(special["<unk>"])
+    writer.add_pad_token_id(special["<pad>"])
+    writer.add_add_bos_token(True)
+    writer.add_chat_template(Path(folder, "chat_template.jinja").read_text())
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3"])
+def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
+    folder = model_factory(arch)
+    file = write_gguf(folder, tmp_path / f"{arch}.gguf")
+    expected = LLM(folder).generate(PROMPTS, GREEDY, use_tqdm=False)
+    got = LLM(str(file)).generate(PROMPTS, GREEDY, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in expected]
+
+
+def test_the_tokenizer_from_gguf_metadata_equals_the_folders(model_factory, tmp_path):
+    from llmkit.model.names import resolve_model
+
+    folder = model_factory("llama")
+    file = write_gguf(folder, tmp_path / "llama.gguf")
+    ours, theirs = Tokenizer(resolve_model(str(file), tmp_path / "cache")), Tokenizer(folder)
+    text = "Hello café naïve 日本語 🙂 the quick brown fox, 12345!"
+    assert ours.encode(text) == theirs.encode(text)
+    chat = [{"role": "user", "content": "Hello"}]
+    assert ours.apply_chat_template(chat) == theirs.apply_chat_template(chat)
+    assert ours.encode(text)[0] == ours.bos_token_id  # add_bos_token, from the metadata
+
+
+@pytest.mark.parametrize(("heads", "rows"), [(9, 576), (3, 192), (2, 8)])
+def test_unpermute_invertspermute(heads, rows):
+    weight = torch.arange(rows * 5, dtype=torch.float32).reshape(rows, 5)
+    permuted = permute(weight, heads, heads).numpy()
+    assert np.array_equal(unpermute(permuted, heads), weight.numpy())
+    bias = torch.arange(rows, dtype=torch.float32)
+    assert np.array_equal(unpermute(permute(bias, heads, heads).numpy(), heads), bias)
