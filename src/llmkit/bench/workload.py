@@ -81,7 +81,11 @@ def machine() -> str:
 
 def add_stream_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of the benchmarks that stream a Workload at several concurrency levels."""
-    parser.add_argument("--model", default="demo", help="a model directory, a GGUF file, 'smollm2' or 'demo'")
+    parser.add_argument(
+        "--model",
+        default="demo",
+        help="a model directory, a GGUF file, 'smollm2' or 'demo'",
+    )
     parser.add_argument(
         "--concurrency", type=int, nargs="+", default=[1, 16, 64], help="streams at once"
     )

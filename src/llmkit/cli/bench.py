@@ -18,7 +18,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
     throughput = benches.add_parser("throughput", help="offline generation throughput (LLM)")
     throughput.add_argument(
-        "--model", default="demo", help="a model directory, a GGUF file, 'smollm2' or 'demo' (default)"
+        "--model",
+        default="demo",
+        help="a model directory, a GGUF file, 'smollm2' or 'demo' (default)",
     )
     throughput.add_argument(
         "--num-prompts", type=int, default=64, help="requests, all sent at once (default: 64)"
@@ -28,7 +30,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     throughput.set_defaults(handler=throughput_command)
 
     serve = benches.add_parser("serve", help="streaming clients over HTTP vs the engine directly")
-    serve.add_argument("--model", default="demo", help="a model directory, a GGUF file, 'smollm2' or 'demo' (default)")
+    serve.add_argument(
+        "--model",
+        default="demo",
+        help="a model directory, a GGUF file, 'smollm2' or 'demo' (default)",
+    )
     serve.add_argument("--url", help="a running server (default: start `llmkit serve` for the run)")
     serve.add_argument("--api-key", help="the server's API key, if it asks for one")
     serve.add_argument(

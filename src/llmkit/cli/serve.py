@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 def add_parser(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="run the OpenAI-compatible HTTP server")
     serve.add_argument(
-        "model", nargs="?", help="a model directory, a GGUF file, 'smollm2' or 'demo' (none with --engine-socket)"
+        "model",
+        nargs="?",
+        help="a model directory, a GGUF file, 'smollm2' or 'demo' (none with --engine-socket)",
     )
     serve.add_argument(
         "--engine-socket",
