@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -357,3 +358,63 @@ async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_connection_serv
         with anyio.fail_after(5):
             assert await collect_chat(client.chat(**chat_body(1)))
     assert await gauge(ws_server, "llmkit:num_requests_waiting") >= 0
+
+
+WS_HOSTILE = [
+    None,
+    True,
+    -1,
+    2**64,
+    2**70,
+    1e308,
+    "1e999",
+    "NaN",
+    "",
+    "\ud800",
+    "yes",
+    [],
+    [None, 1],
+    {},
+    {"\ud800": 1},
+    {"role": "user"},
+]
+CHAT_FIELDS = [
+    "messages",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "n",
+    "stop",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "stream_options",
+    "priority",
+    "chat_template_kwargs",
+    "unknown",
+]
+
+
+async def test_any_value_in_any_field_is_answered_and_the_connection_serves_on(ws_server):
+    """Random chat fields set to hostile values, 60 cases on one connection: each request
+    ends (an error, or done) within 5 s, and a normal request after it completes."""
+    rng = random.Random(34)
+    async with await raw(ws_server) as ws:
+        for case in range(60):
+            body = chat_body(case, max_tokens=4)
+            for name in rng.sample(CHAT_FIELDS, rng.randint(1, 3)):
+                body[name] = rng.choice(WS_HOSTILE)
+            message = {"type": "chat.completions.create", "id": f"h{case}", "body": body}
+            await ws.send(json.dumps(message))
+            while (answer := await next_message(ws, timeout=5))["type"] not in ("error", "done"):
+                pass
+            assert answer["id"] == f"h{case}", (body, answer)
+            normal = {"type": "chat.completions.create", "id": f"n{case}", "body": chat_body(1)}
+            await ws.send(json.dumps(normal))
+            done = await until(ws, "done", f"n{case}")
+            assert done["status"] == "finished", (body, done)
+    assert await gauge(ws_server, "llmkit:num_requests_waiting") == 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 import socket
 import stat
 
@@ -279,4 +281,52 @@ async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_abort_after_it_
     with anyio.fail_after(5):
         await assert_serves(conn)
     stats = await settled(engine)
+    assert stats.num_waiting == 0 and stats.num_queued == 0
+
+
+# Values a hostile or buggy client may put in any field (msgpack carries ints to 64 bits).
+HOSTILE = [
+    None,
+    True,
+    -1,
+    0,
+    2**63 - 1,
+    -(2**63),
+    2**64 - 1,
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    "",
+    "\u00e9\u0000",
+    "nan",
+    [],
+    [None],
+    [2**63 - 1, -5],
+    {},
+    {"x": float("nan")},
+    b"\x00\xff",
+]
+PARAM_FIELDS = [f.name for f in dataclasses.fields(SamplingParams)] + ["unknown"]
+
+
+async def test_any_value_in_any_field_is_answered_and_the_connection_serves_on(raw, engine):
+    """Random fields set to hostile values, 60 cases: each gets an answer (an error, or
+    outputs to the end) within 5 s, and a normal request after it completes."""
+    rng = random.Random(34)
+    conn = await raw()
+    for case in range(60):
+        params = dict(SHORT)
+        for name in rng.sample(PARAM_FIELDS, rng.randint(1, 3)):
+            params[name] = rng.choice(HOSTILE)
+        message = generate(f"h{case}", params=params)
+        if rng.random() < 0.3:
+            message[rng.choice(["prompt", "priority", "lora", "params"])] = rng.choice(HOSTILE)
+        await conn.send(message)
+        with anyio.fail_after(5):
+            answer = await conn.final(f"h{case}")
+        assert answer["type"] in ("final", "error"), (message, answer)
+        with anyio.fail_after(5):
+            await assert_serves(conn, f"n{case}")
+    stats = await settled(engine, timeout=5)
     assert stats.num_waiting == 0 and stats.num_queued == 0
