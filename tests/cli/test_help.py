@@ -45,6 +45,7 @@ def test_every_command_is_walked():
         "llmkit bench",
         "llmkit bench throughput",
         "llmkit bench serve",
+        "llmkit bench perplexity",
     } <= names
 
 

@@ -1,8 +1,10 @@
-"""``llmkit bench throughput | serve``: the flags of the benchmarks in ``llmkit.bench``."""
+"""``llmkit bench throughput | serve | perplexity``: the flags of the benchmarks in
+``llmkit.bench``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from llmkit.bench.workload import Workload
 from llmkit.cli.flags import add_engine_flags, engine_config, engine_kwargs, to_flags
@@ -65,6 +67,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_engine_flags(serve)
     serve.set_defaults(handler=serve_command)
 
+    ppl = benches.add_parser(
+        "perplexity",
+        help="a model's perplexity on a text file, over prompt_logprobs",
+        description="Perplexity: exp of the mean negative logprob of the file's tokens. A text "
+        "longer than the context is scored in windows of max_model_len - 1 tokens, each "
+        "starting on the last token of the one before (context only there), so every token "
+        "but the first is scored once.",
+    )
+    ppl.add_argument("file", metavar="FILE", help="a UTF-8 text file")
+    ppl.add_argument(
+        "--model",
+        default="smollm2",
+        help="a model directory, a GGUF file, 'smollm2' (default) or 'demo'",
+    )
+    add_engine_flags(ppl)
+    ppl.set_defaults(handler=perplexity_command)
+
 
 def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("workload")
@@ -89,6 +108,22 @@ def throughput_command(args: argparse.Namespace) -> int:
 
     engine_config(args.model, args)  # a bad flag ends here, with its message
     result = measure_throughput(args.model, args.num_prompts, _workload(args), engine_kwargs(args))
+    print(result.report())
+    return 0
+
+
+def perplexity_command(args: argparse.Namespace) -> int:
+    from llmkit.bench.perplexity import measure_perplexity
+
+    engine_config(args.model, args)  # a bad flag ends here, with its message
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"llmkit: error: cannot read {args.file!r}: {exc}") from None
+    try:
+        result = measure_perplexity(args.model, text, engine_kwargs(args))
+    except ValueError as exc:  # a text too short to score
+        raise SystemExit(f"llmkit: error: {args.file}: {exc}") from None
     print(result.report())
     return 0
 
