@@ -11,9 +11,9 @@ bfloat16 as the kernels take them: int8's max difference is 0.047..0.065, its me
 0.012..0.013 and its top-1 agreement 0.92..0.96; int4's max difference is 0.53..0.83, its
 mean 0.14..0.19 and its agreement 0.57..0.66. w8a8 (int8 weights, activations quantized to
 7 bits per token) sits between: max 0.08..0.15, mean 0.026..0.030, agreement 0.90..0.95.
-w4a8 (4-bit weights, 8-bit activations per token) errs as int4 does: max 0.54..0.75, mean
-0.146..0.180, agreement 0.53..0.68 (group 32 or 128 alike); under a LoRA adapter max 1.03,
-mean 0.21.
+w4a8 (4-bit weights, 8-bit activations, a scale per 32 inputs) errs as int4 does: max
+0.54..0.75, mean 0.146..0.180, agreement 0.53..0.68 (group 32 or 128 alike); under a LoRA
+adapter max 1.03, mean 0.21.
 The random test models have
 small margins between their top tokens, so int4's agreement is far below what trained
 models show; the bounds leave about 2x margin on the errors and ~0.1 on agreement.

@@ -1,7 +1,7 @@
 """The w4a8 C kernel against a float64 reference of the same quantized math, and its torch
 fallback where no compiler is present.
 
-The reference takes the activation codes and scales from ``quantize_activations`` (the
+The reference takes the activation codes and their block scales from ``quantize_activations`` (the
 kernel's float operations, so the same codes) and the weight from ``dequantize`` (the packed
 codes, scales and mins), and sums in float64. What remains between the two is the kernel's
 float32 accumulation: ~1e-6 relative to the output's scale. A wrong layout, a dropped
@@ -23,7 +23,7 @@ needs_kernel = pytest.mark.skipif(w4a8.load() is None, reason="no C compiler / A
 def reference(x: torch.Tensor, packed: w4a8.Packed, n: int) -> torch.Tensor:
     codes, scale = w4a8.quantize_activations(x.float())
     weight = w4a8.dequantize(packed)[:n, : x.shape[1]]
-    return (codes.double() @ weight.double().T) * scale.double()
+    return (codes.double() * scale.double()) @ weight.double().T
 
 
 def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:

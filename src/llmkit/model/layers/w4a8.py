@@ -1,8 +1,9 @@
-"""w4a8: 4-bit weights times per-token int8 activations, on a small AVX2 C kernel.
+"""w4a8: 4-bit weights times int8 activations (a scale per 32 inputs), on an AVX2 C kernel.
 
 torch has no int4 x int8 kernel on x86 and its int4 weight-only kernel is no faster than
 float32 GEMM on AVX2, so this is llama.cpp's q4 matmul recipe in ``csrc/w4a8.c``: each
-activation row is quantized to s8 with its own scale, and the 4-bit codes meet it in integer
+activation row is quantized to s8 with a scale per block of 32 inputs (llama.cpp's q8_1
+blocks), and the 4-bit codes meet it in integer
 dot products (``maddubs``), four times as many per instruction as float32 FMAs. The weight
 is asymmetric: codes 0..15 with a float16 scale and min per group of ``group`` inputs (the
 min rides on each group's sum of activation codes). :func:`pack` lays the codes out for the
@@ -115,11 +116,16 @@ def dequantize(packed: Packed) -> torch.Tensor:
 
 
 def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row of float32 ``x`` as s8 codes (held in float32) and its scale ``[M, 1]``:
-    the same float operations as the kernel's, so the same codes."""
-    peak = x.abs().amax(dim=-1, keepdim=True)
+    """Float32 ``x`` ``[M, K]`` as s8 codes (held in float32) and each one's scale, that of
+    its block of 32 inputs of its row (both ``[M, K]``): the same float operations as the
+    kernel's, so the same codes."""
+    rows, k = x.shape
+    blocks = F.pad(x, (0, -k % BLOCK)).view(rows, -1, BLOCK)
+    peak = blocks.abs().amax(dim=-1, keepdim=True)
     inv = torch.where(peak > 0, 127.0 / peak, 0.0)
-    return torch.round(x * inv).clamp_(-127, 127), peak / 127.0
+    codes = torch.round(blocks * inv).clamp_(-127, 127)
+    scale = (peak / 127.0).expand_as(blocks)
+    return codes.reshape(rows, -1)[:, :k], scale.reshape(rows, -1)[:, :k]
 
 
 def linear(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
@@ -130,7 +136,7 @@ def linear(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
     if kernel is None:
         codes, scale = quantize_activations(x)
         weight = dequantize(packed)[:out_features, :k]
-        return F.linear(codes, weight) * scale
+        return F.linear(codes * scale, weight)
     codes, scales, mins = packed
     out = x.new_empty((rows, out_features))
     status = kernel(
