@@ -35,7 +35,9 @@ class EngineConfig:
         default="auto",
         metadata={
             "help": f"the weights' and KV cache's data type, one of {', '.join(_DTYPES)}; auto: "
-            "float32 on CPU; on GPU bfloat16 for bfloat16 checkpoints, else float16"
+            "float32 on CPU; on GPU bfloat16 for bfloat16 checkpoints, else float16. A GGUF "
+            "file on CPU with auto (and no quantization) keeps its Q4_1 layers as they are "
+            "(w4a8) and dequantizes the rest; an explicit dtype dequantizes every tensor"
         },
     )
     seed: int = field(default=0, metadata={"help": "the random seed of the engine"})
@@ -185,9 +187,9 @@ class EngineConfig:
             "help": "quantize the linear layers at load time: int8 or int4 weight-only "
             "(torch's packed kernels: less memory), or w8a8, int8 weights and per-token int8 "
             "activations (fbgemm, CPU: less memory and faster), or w4a8, 4-bit weights "
-            "and per-token int8 activations (llmkit's AVX2 kernel, CPU: least memory, "
+            "and int8 activations, a scale per 32 inputs (llmkit's AVX2 kernel, CPU: least memory, "
             "faster than float32); the lm_head and embeddings stay in full precision; "
-            "default: none"
+            "default: none (a GGUF file's Q4_1 layers still load as w4a8 with dtype auto)"
         },
     )
     quantization_group_size: int = field(

@@ -12,11 +12,13 @@ import torch
 import transformers
 
 from llmkit import LLM, SamplingParams
+from llmkit.bench.perplexity import perplexity
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.layers.quant import QuantizedLinear
 from llmkit.model.names import installed_gguf, resolve_model
 
+DATA = Path(__file__).parents[1] / "data"
 MAX_TOKENS = 32
 CHATS = [
     [{"role": "user", "content": "What is the capital of France?"}],
@@ -73,9 +75,18 @@ def _hf_greedy(model, ids: list[int]) -> list[int]:
     return out[0, len(ids) :].tolist()
 
 
-def test_greedy_tokens_equal_transformers_gguf_in_float32(gguf_file, hf_model, prompts):
-    llm = LLM(str(gguf_file), dtype="float32", max_model_len=512)
-    outputs = llm.generate(prompts, GREEDY, use_tqdm=False)  # one batch
+@pytest.fixture(scope="module")
+def dequantized(gguf_file) -> LLM:
+    """The file loaded with every tensor dequantized: an explicit dtype asks for it."""
+    return LLM(str(gguf_file), dtype="float32", max_model_len=2048)
+
+
+def _quantized_layers(llm: LLM) -> int:
+    return sum(isinstance(m, QuantizedLinear) for m in llm._core.runner.model.modules())
+
+
+def test_greedy_tokens_equal_transformers_gguf_in_float32(dequantized, hf_model, prompts):
+    outputs = dequantized.generate(prompts, GREEDY, use_tqdm=False)  # one batch
     assert [o.outputs[0].token_ids for o in outputs] == [_hf_greedy(hf_model, p) for p in prompts]
     assert "Paris" in outputs[0].outputs[0].text  # CHATS[0] asks for the capital of France
 
@@ -135,6 +146,18 @@ def test_q4_1_layers_load_as_w4a8_with_the_files_numbers(gguf_file, hf_model):
         answer, params, add_generation_prompt=False, continue_final_message=True, use_tqdm=False
     )
     assert "Paris" in out[0].outputs[0].text
+
+
+def test_native_load_is_the_default_and_its_perplexity_within_1_percent(gguf_file, dequantized):
+    """By default (dtype auto, no quantization) the Q4_1 layers load natively as w4a8."""
+    # Pride and Prejudice (Jane Austen, 1813), chapter 1, from Project Gutenberg (ebook
+    # #1342): public domain. 1,130 SmolLM2 tokens, scored in one window.
+    text = (DATA / "pride_and_prejudice_ch1.txt").read_text()
+    native = LLM(str(gguf_file), max_model_len=2048)
+    assert _quantized_layers(native) == 30 * 4 and _quantized_layers(dequantized) == 0
+    ours, reference = perplexity(native, text), perplexity(dequantized, text)
+    assert ours.tokens == reference.tokens >= 1000
+    assert ours.perplexity == pytest.approx(reference.perplexity, rel=0.01)
 
 
 def test_tokenizer_and_chat_template_equal_transformers_gguf(gguf_file, hf_tokenizer):

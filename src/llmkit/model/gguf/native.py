@@ -7,15 +7,23 @@ blocks themselves: it moves whole rows, and a Q4_1 row is its 32-input blocks.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from llmkit.model.gguf.cache import gguf_source
 from llmkit.model.gguf.config import architecture
 from llmkit.model.gguf.file import field, open_gguf
 from llmkit.model.gguf.weights import unpermute
 from llmkit.model.layers import w4a8
+
+if TYPE_CHECKING:
+    from llmkit.config import EngineConfig
+
+logger = logging.getLogger(__name__)
 
 # our fused module -> the GGUF tensors whose rows it stacks, in order
 _MODULES = {
@@ -29,12 +37,40 @@ _MODULES = {
 def native_linears(model_path: str, method: str, group_size: int) -> dict[str, w4a8.Packed]:
     """The ready-made weights for ``quantize_linears``: a GGUF file's Q4_1 layers when
     they are w4a8's own groups (``w4a8`` at group size 32), else none."""
-    from llmkit.model.gguf.cache import gguf_source
-
     source = gguf_source(model_path)
     if source is None or method != "w4a8" or group_size != w4a8.BLOCK:
         return {}
     return q4_1_linears(source)
+
+
+def default_native_linears(
+    config: EngineConfig, model_path: str, device: torch.device, tp_size: int
+) -> dict[str, w4a8.Packed]:
+    """The load of a GGUF file that asks for no ``quantization``: with ``dtype='auto'``
+    its Q4_1 layers as they are, for w4a8 (CPU, one process), the rest dequantized; with an
+    explicit dtype, none (all dequantized, for parity checks). Logs which load it is."""
+    source = gguf_source(model_path)
+    if source is None or config.quantization is not None:
+        return {}
+    if config.dtype != "auto":
+        why = f"dtype={config.dtype!r}"
+    elif device.type != "cpu":
+        why = f"w4a8 runs on CPU only, the model is on {device.type}"
+    elif tp_size > 1:
+        why = "w4a8 does not work with tensor parallelism yet"
+    elif not (packed := q4_1_linears(source)):
+        why = "it has no Q4_1 linear layers"
+    else:
+        logger.info(
+            "GGUF %s: %d Q4_1 linear layers load natively (w4a8, group %d), the rest "
+            "dequantized; dtype='float32' loads all dequantized",
+            source,
+            len(packed),
+            w4a8.BLOCK,
+        )
+        return packed
+    logger.info("GGUF %s: every tensor loads dequantized (%s)", source, why)
+    return {}
 
 
 def q4_1_linears(path: str | Path) -> dict[str, w4a8.Packed]:

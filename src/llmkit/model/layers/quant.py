@@ -15,9 +15,10 @@ symmetric scale per output channel. int4: asymmetric, a scale and a zero per gro
   16-bit pair sums); each row is divided by its own peak first and multiplied back after, so
   every token gets its own scale, as in llama.cpp's q8_0 matmuls and vLLM's dynamic int8,
   and a request's numbers do not depend on the rest of its batch.
-- ``w4a8`` (CPU): 4-bit weights (a scale and min per group) and per-token int8 activations
-  on llmkit's AVX2 kernel (:mod:`llmkit.model.layers.w4a8`), at every row count: it beats
-  float32 GEMM at prefill sizes too, so it never dequantizes.
+- ``w4a8`` (CPU): 4-bit weights (a scale and min per group) and int8 activations (a scale
+  per 32 inputs of a token, as llama.cpp's q8_1) on llmkit's AVX2 kernel
+  (:mod:`llmkit.model.layers.w4a8`), at every row count: it beats float32 GEMM at prefill
+  sizes too, so it never dequantizes.
 """
 
 from __future__ import annotations
@@ -225,11 +226,13 @@ def quantize_linears(
     method: str,
     group_size: int = 128,
     packed: dict[str, w4a8.Packed] | None = None,
+    only_packed: bool = False,
 ) -> int:
     """Replace the model's linear layers, except its lm_head, by QuantizedLinear; returns
     how many were replaced. Embeddings and the head stay in full precision: on the test and
     benchmark shapes the head is a small share of the work, and it sets every logit.
-    ``packed``: w4a8 weights ready made, by module name (a GGUF file's Q4_1 layers)."""
+    ``packed``: w4a8 weights ready made, by module name (a GGUF file's Q4_1 layers);
+    ``only_packed``: replace those layers only, and keep the others as they are."""
     device = next(model.parameters()).device
     if not has_kernels(method, device):
         raise ValueError(
@@ -238,5 +241,7 @@ def quantize_linears(
         )
     ready = {id(model.get_submodule(name)): weight for name, weight in (packed or {}).items()}
     return replace_linears(
-        model, lambda linear: QuantizedLinear(linear, method, group_size, ready.get(id(linear)))
+        model,
+        lambda linear: QuantizedLinear(linear, method, group_size, ready.get(id(linear))),
+        only=set(ready) if only_packed else None,
     )

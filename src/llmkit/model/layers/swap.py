@@ -7,15 +7,19 @@ from collections.abc import Callable
 from torch import nn
 
 
-def replace_linears(model: nn.Module, make: Callable[[nn.Linear], nn.Module]) -> int:
+def replace_linears(
+    model: nn.Module, make: Callable[[nn.Linear], nn.Module], only: set[int] | None = None
+) -> int:
     """Replace each ``nn.Linear`` of ``model`` (inside wrappers too) but the lm_head, whose
-    weight may be the embeddings', by ``make(layer)``; returns how many were replaced."""
+    weight may be the embeddings', by ``make(layer)``; returns how many were replaced.
+    ``only``: the ``id`` of each layer to replace (default: all)."""
     head = getattr(model, "lm_head", None)
     targets = [
         (parent, name, child)
         for parent in model.modules()
         for name, child in parent.named_children()
         if isinstance(child, nn.Linear) and child is not head and name != "lm_head"
+        if only is None or id(child) in only
     ]
     for parent, name, child in targets:
         setattr(parent, name, make(child))
