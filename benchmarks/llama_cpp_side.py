@@ -2,6 +2,7 @@
 
     PEER_PYTHON benchmarks/llama_cpp_side.py convert MODEL_DIR CONVERTER OUT_DIR
     PEER_PYTHON benchmarks/llama_cpp_side.py run GGUF JOBS_JSON THREADS [MODE]
+    PEER_PYTHON benchmarks/llama_cpp_side.py perplexity GGUF TEXT_FILE THREADS
 
 ``convert`` writes OUT_DIR/{f32,q8_0,q4_0}.gguf: f32 by llama.cpp's own converter
 (convert_hf_to_gguf.py), q8_0 and q4_0 quantized from it as llama-quantize does. The test
@@ -14,7 +15,11 @@ of every generating sequence plus prompt chunks of the others up to ``n_batch`` 
 MODE ``default`` keeps llama-server's attention defaults (flash attention where it can, f16
 KV cache); ``exact`` computes in f32 throughout (no flash attention, f32 KV cache), as HF
 does: its logits then match HF's to ~1e-4 where flash attention's differ by ~0.04.
-Prints ``{"seconds": wall time, "tokens": [[generated ids], ...]}``. Imports no llmkit.
+Prints ``{"seconds": wall time, "tokens": [[generated ids], ...]}``.
+
+``perplexity`` scores a text the way ``llmkit bench perplexity`` does (its tokens without a
+BOS, each after all before it, in one window of the text's length) and prints
+``{"tokens": scored, "perplexity": ...}``. Imports no llmkit.
 """
 
 from __future__ import annotations
@@ -128,9 +133,27 @@ def _put(batch, rows: list, seq: int, token: int, pos: int, logits: bool) -> Non
     batch.n_tokens = n + 1
 
 
+def perplexity(gguf: str, text_path: str, threads: int) -> None:
+    import math
+
+    import numpy as np
+
+    text = Path(text_path).read_text().encode()
+    llm = L.Llama(model_path=gguf, n_ctx=4096, n_threads=threads, logits_all=True, verbose=False)
+    tokens = llm.tokenize(text, add_bos=False, special=False)
+    llm.eval(tokens)
+    logits = np.asarray(llm.scores[: len(tokens) - 1], dtype=np.float64)
+    top = logits.max(axis=1, keepdims=True)
+    log_norm = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
+    nll = log_norm - logits[np.arange(len(tokens) - 1), tokens[1:]]
+    print(json.dumps({"tokens": len(nll), "perplexity": math.exp(nll.mean())}))
+
+
 if __name__ == "__main__":
     command, *rest = sys.argv[1:]
     if command == "convert":
         convert(*rest)
+    elif command == "perplexity":
+        perplexity(rest[0], rest[1], int(rest[2]))
     else:
         run(rest[0], rest[1], int(rest[2]), *rest[3:])
