@@ -10,7 +10,7 @@ import typing
 from typing import Any
 
 from llmkit.config import EngineConfig
-from llmkit.model.names import check_model
+from llmkit.model.names import resolve_model
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 
 # The only place llmkit reads an environment variable for a setting (see DESIGN.md).
@@ -77,7 +77,7 @@ def engine_config(model: str, args: argparse.Namespace) -> EngineConfig:
     directory, ends the command with its message before anything loads."""
     try:
         config = EngineConfig.from_kwargs(model, **engine_kwargs(args))
-        check_model(model)
+        resolve_model(model)  # a GGUF file's folder is built here, once
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise SystemExit(f"llmkit: error: {exc}") from None
     return config

@@ -7,7 +7,7 @@ from typing import Any
 
 from llmkit.config import EngineConfig
 from llmkit.engine.protocol import ModelInfo, Task
-from llmkit.model.loader import check_model, load_hf_config, model_class, resolve_model
+from llmkit.model.loader import load_hf_config, model_class, resolve_model, resolve_tokenizer
 from llmkit.model.models.llava import tokens_per_image
 from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 
@@ -26,7 +26,6 @@ class ResolvedModel:
 def resolve(config: EngineConfig) -> ResolvedModel:
     """Everything the engine derives from its config once, checked; ``ValueError`` if wrong
     (``FileNotFoundError`` if the model is not a model directory)."""
-    check_model(config.model)
     path = resolve_model(config.model)
     hf_config = load_hf_config(path)
     cls = model_class(hf_config)
@@ -37,7 +36,7 @@ def resolve(config: EngineConfig) -> ResolvedModel:
     max_model_len = _max_model_len(config, text_config, task, pooling)
     info = ModelInfo(
         name=config.model,
-        tokenizer=resolve_model(config.tokenizer) if config.tokenizer else path,
+        tokenizer=resolve_tokenizer(config.tokenizer) if config.tokenizer else path,
         task=task,
         max_model_len=max_model_len,
         vocab_size=text_config.vocab_size,

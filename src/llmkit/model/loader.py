@@ -22,7 +22,7 @@ from llmkit.model.models.llama import (
     Qwen3ForCausalLM,
 )
 from llmkit.model.models.llava import LlavaForConditionalGeneration
-from llmkit.model.names import check_model, resolve_model
+from llmkit.model.names import resolve_model, resolve_tokenizer
 from llmkit.model.parallel import SINGLE, TensorParallel
 from llmkit.model.weights import Weight
 
@@ -66,12 +66,12 @@ ARCHITECTURES: dict[str, type[NativeModel]] = {
 
 __all__ = [
     "ARCHITECTURES",
-    "check_model",
     "check_tensor_parallel",
     "load_hf_config",
     "load_model",
     "model_class",
     "resolve_model",
+    "resolve_tokenizer",
 ]
 
 

@@ -14,30 +14,15 @@ INSTALLED_GGUF = {
 
 
 def resolve_model(name: str, cache_dir: Path | None = None) -> str:
-    """The folder ``name`` stands for; a HF folder or hub id passes through unchanged."""
-    cache = cache_dir or default_cache_dir()
-    if name == DEMO_MODEL_NAME:
-        return str(build_demo(cache))
-    if name in INSTALLED_GGUF:
-        name = str(installed_gguf(name))
-    if name.lower().endswith(".gguf") or Path(name).is_file():
-        from llmkit.model.gguf.cache import resolve_gguf
+    """The model folder ``name`` stands for: ``demo`` built, an installed or given GGUF file's
+    cached folder (built once), or ``name`` itself, a model directory (one with config.json).
 
-        return resolve_gguf(name, cache)
-    return name
-
-
-def check_model(name: str) -> None:
-    """``FileNotFoundError`` unless ``name`` is a known name, a GGUF file or a model directory
-    (one with a config.json), before anything tries to load it as one; ``ValueError`` for a
-    known name whose package is missing or a GGUF file llmkit cannot load. A GGUF file is
-    checked whole by building its cached folder (once), which loading then finds."""
-    if name == DEMO_MODEL_NAME:
-        return
+    ``FileNotFoundError`` for anything else, before anything tries to load it as a model;
+    ``ValueError`` for a known name whose package is missing or a GGUF file llmkit cannot load.
+    """
+    if _is_known_or_gguf(name):
+        return _resolve_known_or_gguf(name, cache_dir or default_cache_dir())
     path = Path(name)
-    if name in INSTALLED_GGUF or path.is_file() or name.lower().endswith(".gguf"):
-        resolve_model(name)
-        return
     if not path.is_dir():
         raise FileNotFoundError(
             f"no model directory at {name!r}; give a HuggingFace model directory, a GGUF "
@@ -45,6 +30,34 @@ def check_model(name: str) -> None:
         )
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{name!r} holds no config.json")
+    return name
+
+
+def resolve_tokenizer(name: str, cache_dir: Path | None = None) -> str:
+    """The folder of ``name``'s tokenizer: a model name's or GGUF file's folder, or ``name``
+    itself (a tokenizer directory, which needs no config.json)."""
+    if _is_known_or_gguf(name):
+        return _resolve_known_or_gguf(name, cache_dir or default_cache_dir())
+    return name
+
+
+def _is_known_or_gguf(name: str) -> bool:
+    return (
+        name == DEMO_MODEL_NAME
+        or name in INSTALLED_GGUF
+        or name.lower().endswith(".gguf")
+        or Path(name).is_file()
+    )
+
+
+def _resolve_known_or_gguf(name: str, cache: Path) -> str:
+    if name == DEMO_MODEL_NAME:
+        return str(build_demo(cache))
+    if name in INSTALLED_GGUF:
+        name = str(installed_gguf(name))
+    from llmkit.model.gguf.cache import resolve_gguf
+
+    return resolve_gguf(name, cache)
 
 
 def installed_gguf(name: str) -> Path:
