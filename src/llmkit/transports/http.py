@@ -13,36 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-import llmkit
 from llmkit.engine.protocol import EngineProtocol
 from llmkit.lora_request import LoRARequest
-from llmkit.protocol.openai import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    DetokenizeRequest,
-    EmbeddingRequest,
-    LoadLoRAAdapterRequest,
-    TokenizeRequest,
-    UnloadLoRAAdapterRequest,
-    VersionResponse,
-)
-from llmkit.serving import chat, completions, embeddings, media, tokens
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
@@ -53,20 +35,15 @@ from llmkit.transports.http_body import (
 )
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
-    CLIENT_CLOSED,
     ApiKeyMiddleware,
     ApiKeys,
     LoadTrackingMiddleware,
     RequestContextMiddleware,
     ServerLoad,
-    request_id,
 )
-from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
+from llmkit.transports.http_routes import ERROR_HANDLERS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
-from llmkit.transports.openapi import openapi_document
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def create_app(
@@ -147,7 +124,7 @@ def create_app(
         loras=ServedLoRAs(lora_modules, enable_lora_runtime_updates),
     )
     load = ServerLoad()
-    api = _Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
+    api = Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
     keys = ApiKeys([api_key] if isinstance(api_key, str) else list(api_key or []))
     ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions(), load)
     routes = [
@@ -214,11 +191,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=stack,
-        exception_handlers={
-            OpenAIError: _openai_error,
-            HTTPException: _http_error,
-            Exception: _internal_error,
-        },
+        exception_handlers=ERROR_HANDLERS,
         lifespan=_engine_lifespan(engine) if owns_engine else None,
     )
     app.state.serving = ctx
@@ -243,149 +216,3 @@ def _engine_lifespan(
             yield
 
     return lifespan
-
-
-class _Routes:
-    """The endpoints: parse, hand to serving/, answer. One serving call per endpoint."""
-
-    def __init__(
-        self,
-        ctx: ServingContext,
-        metrics: ServerMetrics,
-        load: ServerLoad,
-        report_load: bool,
-        keepalive_s: float | None,
-    ):
-        self.ctx = ctx
-        self._metrics = metrics
-        self._load = load
-        self._report_load = report_load
-        self._keepalive_s = keepalive_s
-        self._openapi: tuple[list[str], bytes] | None = None
-        # The paths that need no API key, for the document (None: no keys at all).
-        self.open_paths: frozenset[str] | None = None
-
-    async def completions(self, request: Request) -> Response | EventStreamResponse:
-        req = await _parse(request, CompletionRequest)
-        rid = f"cmpl-{request_id(request.scope)}"
-        job = await completions.prepare_completion(self.ctx, req, rid)
-        if job.stream:
-            return EventStreamResponse(
-                lambda emit: completions.stream_completion(self.ctx, job, emit),
-                keepalive_s=self._keepalive_s,
-                closing=self.ctx.closing,
-            )
-        result = await run_until_disconnect(
-            request.receive, lambda: completions.create_completion(self.ctx, job), self.ctx.closing
-        )
-        return _json(result)
-
-    async def chat_completions(self, request: Request) -> Response | EventStreamResponse:
-        req = await _parse(request, ChatCompletionRequest)
-        images = await media.chat_images(self.ctx, req.messages)
-        rid = f"chatcmpl-{request_id(request.scope)}"
-        job = await chat.prepare_chat(self.ctx, req, rid, images)
-        if job.stream:
-            return EventStreamResponse(
-                lambda emit: chat.stream_chat(self.ctx, job, emit),
-                keepalive_s=self._keepalive_s,
-                closing=self.ctx.closing,
-            )
-        result = await run_until_disconnect(
-            request.receive, lambda: chat.create_chat(self.ctx, job), self.ctx.closing
-        )
-        return _json(result)
-
-    async def embeddings(self, request: Request) -> Response:
-        req = await _parse(request, EmbeddingRequest)
-        rid = f"embd-{request_id(request.scope)}"
-        job = await embeddings.prepare_embedding(self.ctx, req, rid)
-        result = await run_until_disconnect(
-            request.receive, lambda: embeddings.create_embedding(self.ctx, job), self.ctx.closing
-        )
-        return _json(result)
-
-    async def models(self, request: Request) -> Response:
-        return _json(tokens.list_models(self.ctx))
-
-    async def load_lora_adapter(self, request: Request) -> Response:
-        req = await _parse(request, LoadLoRAAdapterRequest)
-        loras = self.ctx.loras
-        await loras.load(self.ctx.engine, req.lora_name, req.lora_path, self.ctx.model_names)
-        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
-
-    async def unload_lora_adapter(self, request: Request) -> Response:
-        req = await _parse(request, UnloadLoRAAdapterRequest)
-        await self.ctx.loras.unload(self.ctx.engine, req.lora_name)
-        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
-
-    async def tokenize(self, request: Request) -> Response:
-        return _json(await tokens.tokenize(self.ctx, await _parse(request, TokenizeRequest)))
-
-    async def detokenize(self, request: Request) -> Response:
-        return _json(tokens.detokenize(self.ctx, await _parse(request, DetokenizeRequest)))
-
-    async def livez(self, request: Request) -> Response:
-        """The process answers; says nothing of the engine (that is /readyz)."""
-        return Response(status_code=200)
-
-    async def readyz(self, request: Request) -> Response:
-        """200 when the model is loaded, the engine healthy and the server not draining."""
-        ready = self.ctx.engine.is_healthy() and not self.ctx.draining
-        return Response(status_code=200 if ready else 503)
-
-    async def openapi(self, request: Request) -> Response:
-        names = self.ctx.model_names + list(self.ctx.loras.adapters)
-        if self._openapi is None or self._openapi[0] != names:  # adapters come and go
-            document = openapi_document(names, self.ctx, self.open_paths)
-            self._openapi = (names, json.dumps(document).encode())
-        return Response(self._openapi[1], media_type="application/json")
-
-    async def version(self, request: Request) -> Response:
-        return _json(VersionResponse(version=llmkit.__version__))
-
-    async def metrics(self, request: Request) -> Response:
-        body, content_type = self._metrics.render()
-        return Response(body, headers={"content-type": content_type})
-
-    async def load(self, request: Request) -> Response:
-        return JSONResponse({"server_load": self._load.in_flight if self._report_load else 0})
-
-
-async def _parse(request: Request, model: type[M]) -> M:
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise bad_request(
-            f"the request body must be JSON with Content-Type: application/json, got "
-            f"{content_type or 'no Content-Type'}"
-        )
-    body = await request.body()
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from None
-
-
-def _json(result: BaseModel | None, status: int = 200) -> Response:
-    if result is None:  # the client left: the server drops this, as nobody is there
-        return Response(status_code=CLIENT_CLOSED)
-    return Response(result.model_dump_json(), status_code=status, media_type="application/json")
-
-
-async def _openai_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, OpenAIError)
-    response = _json(exc.body(), exc.status)
-    response.headers.update(exc.headers)
-    return response
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    response = _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
-    response.headers.update(exc.headers or {})  # a 405's Allow
-    return response
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    # Starlette re-raises after this answer, so the server logs the traceback.
-    return _json(OpenAIError(500, f"internal error: {type(exc).__name__}").body(), 500)
