@@ -16,7 +16,7 @@ from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
 from llmkit.transports.http import create_app
 from llmkit.transports.http_middleware import ServerLoad
-from llmkit.transports.websocket import WebSocketOptions, _Codec, _Connection
+from llmkit.transports.websocket_connection import Codec, Connection, WebSocketOptions
 
 OPTIONS = WebSocketOptions(max_message_bytes=1000, idle_timeout_s=0.3)
 
@@ -138,7 +138,7 @@ async def test_a_slow_clients_deltas_coalesce_into_fewer_messages(engine):
     body = {"prompt": "hello", "max_tokens": 60, "ignore_eos": True, "temperature": 0}
     frame = json.dumps({"type": "completions.create", "id": "s", "body": body})
     slow = SlowSocket(frame)
-    connection = _Connection(ctx, slow, _Codec(None), WebSocketOptions(), ServerLoad())  # type: ignore[arg-type]
+    connection = Connection(ctx, slow, Codec(None), WebSocketOptions(), ServerLoad())  # type: ignore[arg-type]
     await connection.serve()
     chunks = [m["data"] for m in slow.sent if m["type"] == "chunk"]
     assert slow.sent[-1] == {"type": "done", "id": "s", "status": "finished"}

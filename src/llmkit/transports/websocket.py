@@ -1,84 +1,30 @@
 """The WebSocket endpoint at ``/v1/ws``: many streamed OpenAI requests on one connection.
 
-The messages are in :mod:`llmkit.protocol.websocket`. Each request runs the same serving
-function as an SSE stream, with an ``emit`` that sends a ``chunk`` message. Sends on a
-connection take turns, and a request's task reads its next engine output only once its
-last chunk is written, so a slow client holds at most one message per request here while
-the engine stream coalesces the rest into the next chunk: no queue grows per connection.
-
-Keys and the ``Origin`` are checked before the upgrade is accepted: a browser cannot set
-``Authorization`` on a WebSocket, so the key may come as the subprotocol token
-``llmkit.bearer.<key>``; the server selects only the plain protocol name.
-
-When the server's ``Closing`` signal is set, each request still running ends with the
-shutdown error and its ``done`` (status ``failed``); each counts in the server's load
-until its ``done`` is sent, so that a draining server waits for it as for an HTTP request.
+The messages are in :mod:`llmkit.protocol.websocket`; a connection's work is in
+:mod:`llmkit.transports.websocket_connection`. Keys and the ``Origin`` are checked before
+the upgrade is accepted: a browser cannot set ``Authorization`` on a WebSocket, so the key
+may come as the subprotocol token ``llmkit.bearer.<key>``; the server selects only the
+plain protocol name.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
-import anyio.lowlevel
-import msgpack
-from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
-from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
-from llmkit.protocol.stream_data import Message, ProtocolError
-from llmkit.protocol.websocket import (
-    BEARER_PREFIX,
-    JSON_PROTOCOL,
-    MSGPACK_PROTOCOL,
-    Cancel,
-    Create,
-    DoneStatus,
-    chunk_message,
-    done_message,
-    openai_error_message,
-    parse_message,
-    protocol_error,
-)
-from llmkit.serving import chat, completions
-from llmkit.serving.chat import ChatJob
-from llmkit.serving.completions import CompletionJob
+from llmkit.protocol.websocket import BEARER_PREFIX, JSON_PROTOCOL, MSGPACK_PROTOCOL
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import OpenAIError, from_engine_error, from_validation_error
-from llmkit.serving.shutdown import shutting_down
-from llmkit.serving.stream import Emit
+from llmkit.serving.errors import OpenAIError
 from llmkit.transports.http_middleware import ApiKeys, ServerLoad
+from llmkit.transports.websocket_connection import Codec, Connection, WebSocketOptions
 
-logger = logging.getLogger(__name__)
+__all__ = ["WebSocketEndpoint", "WebSocketOptions"]
 
-# Close codes (RFC 6455): the message was too big; try again later (too many connections).
-CLOSE_TOO_BIG = 1009
+# Close code (RFC 6455): try again later (too many connections).
 CLOSE_TRY_AGAIN_LATER = 1013
-
-Frame = str | bytes
-
-
-@dataclass(frozen=True)
-class WebSocketOptions:
-    """Limits of the ``/v1/ws`` endpoint.
-
-    Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``):
-    they find dead peers. ``idle_timeout_s`` closes a connection that sent nothing and had
-    no request in flight for that long.
-    """
-
-    max_connections: int = 256
-    max_requests_per_connection: int = 128
-    max_message_bytes: int = 4 * 1024 * 1024
-    idle_timeout_s: float = 300.0
 
 
 class WebSocketEndpoint:
@@ -112,8 +58,8 @@ class WebSocketEndpoint:
             return
         self.connections += 1
         try:
-            codec = _Codec(subprotocol)
-            await _Connection(self._ctx, ws, codec, self._options, self._load).serve()
+            codec = Codec(subprotocol)
+            await Connection(self._ctx, ws, codec, self._options, self._load).serve()
         finally:
             self.connections -= 1
 
@@ -150,232 +96,3 @@ async def _deny(ws: WebSocket, error: OpenAIError) -> None:
         )
     else:
         await ws.close(1008, error.message)
-
-
-class _Codec:
-    """Messages as JSON text frames, or msgpack binary frames with ``llmkit.msgpack``."""
-
-    def __init__(self, subprotocol: str | None):
-        self.binary = subprotocol == MSGPACK_PROTOCOL
-
-    def decode(self, frame: Frame) -> object:
-        if isinstance(frame, str):
-            try:
-                return json.loads(frame)
-            except ValueError as exc:
-                raise ProtocolError(
-                    f"the message is not valid JSON: {exc}", None, "invalid_json"
-                ) from None
-        if not self.binary:
-            raise ProtocolError(
-                f"binary frames need the {MSGPACK_PROTOCOL} subprotocol; send JSON as text",
-                None,
-                "invalid_frame",
-            )
-        try:
-            return msgpack.unpackb(frame, raw=False)
-        except ValueError as exc:
-            raise ProtocolError(
-                f"the message is not valid msgpack: {exc}", None, "invalid_msgpack"
-            ) from None
-
-    def encode(self, message: Message) -> Frame:
-        if self.binary:
-            return msgpack.packb(message, use_bin_type=True)
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-
-    def encode_chunk(self, rid: str, chunk: BaseModel) -> Frame:
-        if self.binary:
-            return self.encode(chunk_message(rid, chunk.model_dump(mode="json")))
-        # The chunk is serialized once, as the SSE stream does, and spliced in.
-        return f'{{"type":"chunk","id":{json.dumps(rid)},"data":{chunk.model_dump_json()}}}'
-
-
-@dataclass
-class _Request:
-    job: ChatJob | CompletionJob
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    stopped: bool = False  # by the server's shutdown, not by the client
-
-
-class _Connection:
-    """One client: its messages read in order, each request streamed by a task of its own."""
-
-    def __init__(
-        self,
-        ctx: ServingContext,
-        ws: WebSocket,
-        codec: _Codec,
-        options: WebSocketOptions,
-        load: ServerLoad,
-    ):
-        self._ctx = ctx
-        self._ws = ws
-        self._codec = codec
-        self._options = options
-        self._load = load
-        self._requests: dict[str, _Request] = {}
-        self._sending = anyio.Lock()
-
-    async def serve(self) -> None:
-        """Until the client leaves, idles out or breaks a limit; its requests are aborted."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._stop_at_shutdown)
-            try:
-                await self._read()
-            finally:
-                tg.cancel_scope.cancel()
-
-    async def _stop_at_shutdown(self) -> None:
-        await self._ctx.closing.wait()
-        for request in self._requests.values():
-            request.stopped = True
-            request.scope.cancel()
-
-    async def _read(self) -> None:
-        while True:
-            with anyio.move_on_after(self._options.idle_timeout_s) as idle:
-                message = await self._ws.receive()
-            if idle.cancelled_caught:
-                if self._requests:
-                    continue
-                await self._close(1000, "idle timeout")
-                return
-            if message["type"] == "websocket.disconnect":
-                return
-            frame: Frame = message["text"] if message.get("text") is not None else message["bytes"]
-            size = len(frame.encode() if isinstance(frame, str) else frame)
-            if size > self._options.max_message_bytes:
-                await self._close(
-                    CLOSE_TOO_BIG, f"message over {self._options.max_message_bytes} bytes"
-                )
-                return
-            await self._handle(frame)
-
-    async def _handle(self, frame: Frame) -> None:
-        """Act on one message; one that cannot be served gets an error, the connection stays."""
-        try:
-            message = parse_message(self._codec.decode(frame))
-            if isinstance(message, Cancel):
-                self._cancel(message.id)
-            else:
-                await self._create(message)
-        except ProtocolError as exc:
-            await self._send(self._codec.encode(protocol_error(exc)))
-
-    def _cancel(self, rid: str) -> None:
-        request = self._requests.get(rid)
-        if request is None:
-            raise ProtocolError(
-                f"no request with id {rid!r} is in flight on this connection",
-                "id",
-                "unknown_request",
-            )
-        request.scope.cancel()
-
-    async def _create(self, message: Create) -> None:
-        rid = message.id
-        if rid in self._requests:
-            raise ProtocolError(
-                f"id {rid!r} is already in flight on this connection", "id", "duplicate_id"
-            )
-        cap = self._options.max_requests_per_connection
-        try:
-            if len(self._requests) >= cap:
-                raise OpenAIError(
-                    429,
-                    f"this connection already has {cap} requests in flight; wait for one to "
-                    "finish or open another connection",
-                    None,
-                    "too_many_requests",
-                )
-            request = await self._start(message)
-        except OpenAIError as exc:
-            await self._fail(rid, exc)
-            return
-        self._requests[rid] = request
-        self._tg.start_soon(self._run, rid, request)
-
-    async def _start(self, message: Create) -> _Request:
-        """The request checked and started, as its HTTP route would with ``stream: true``."""
-        ctx, body = self._ctx, {**message.body, "stream": True}
-        try:
-            if message.kind == "chat.completions.create":
-                req = ChatCompletionRequest.model_validate(body)
-                job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}")
-                return _Request(job)
-            creq = CompletionRequest.model_validate(body)
-            return _Request(
-                await completions.prepare_completion(ctx, creq, f"cmpl-{uuid.uuid4().hex}")
-            )
-        except ValidationError as exc:
-            raise from_validation_error(exc) from None
-
-    async def _produce(self, job: ChatJob | CompletionJob, emit: Emit) -> None:
-        if isinstance(job, ChatJob):
-            await chat.stream_chat(self._ctx, job, emit)
-        else:
-            await completions.stream_completion(self._ctx, job, emit)
-
-    async def _run(self, rid: str, request: _Request) -> None:
-        # Counted here, where the count surely drops again (a task may be cancelled unstarted).
-        self._load.in_flight += 1
-        try:
-            status = await self._stream(rid, request)
-            del self._requests[rid]
-            await self._send(self._codec.encode(done_message(rid, status)))
-        finally:
-            self._load.in_flight -= 1
-
-    async def _stream(self, rid: str, request: _Request) -> DoneStatus:
-        """Stream the request's chunks, and an error if it fails; how it ended."""
-        status: DoneStatus = "finished"
-
-        async def emit(chunk: BaseModel) -> None:
-            await self._send(self._codec.encode_chunk(rid, chunk))
-
-        with request.scope:
-            try:
-                await self._produce(request.job, emit)
-            except OpenAIError as exc:
-                status = "failed"
-                await self._send_error(rid, exc)
-            except Exception as exc:
-                logger.exception("a WebSocket request failed")
-                status = "failed"
-                await self._send_error(rid, from_engine_error(exc))
-            finally:
-                for stream in request.job.streams:
-                    stream.close()
-        if request.scope.cancelled_caught and request.stopped:
-            await self._send_error(rid, shutting_down())
-            return "failed"
-        return "cancelled" if request.scope.cancelled_caught else status
-
-    async def _fail(self, rid: str, error: OpenAIError) -> None:
-        await self._send_error(rid, error)
-        await self._send(self._codec.encode(done_message(rid, "failed")))
-
-    async def _send_error(self, rid: str, error: OpenAIError) -> None:
-        body: dict[str, Any] = error.body().error.model_dump()
-        if error.retry_after_s is not None:  # as the unix socket sends it
-            body["retry_after_ms"] = round(error.retry_after_s * 1000)
-        await self._send(self._codec.encode(openai_error_message(rid, body)))
-
-    async def _send(self, frame: Frame) -> None:
-        """Send one message, after those before it; a client that is gone ends the connection."""
-        async with self._sending:
-            try:
-                if isinstance(frame, str):
-                    await self._ws.send_text(frame)
-                else:
-                    await self._ws.send_bytes(frame)
-            except (WebSocketDisconnect, OSError, RuntimeError):
-                self._tg.cancel_scope.cancel()
-                await anyio.lowlevel.checkpoint()
-
-    async def _close(self, code: int, reason: str) -> None:
-        async with self._sending:
-            with contextlib.suppress(WebSocketDisconnect, OSError, RuntimeError):
-                await self._ws.close(code, reason)
