@@ -216,11 +216,10 @@ class SamplingParams:
                 f"must map non-negative token ids to finite numbers, got {token_id}: {bias}",
             )
         if self.seed is not None:
-            # What a torch generator takes: a 64-bit seed, signed or not (vLLM's range).
             _check(
-                _SEED_MIN <= self.seed <= _SEED_MAX,
+                SEED_MIN <= self.seed <= SEED_MAX,
                 "seed",
-                f"must be in [{_SEED_MIN}, {_SEED_MAX}], got {self.seed}",
+                f"must be in [{SEED_MIN}, {SEED_MAX}], got {self.seed}",
             )
 
     @property
@@ -237,7 +236,8 @@ class SamplingParams:
 
 
 _GREEDY_EPS = 1e-5
-_SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
+# What a torch generator takes: a 64-bit seed, signed or not (vLLM's range).
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 _INT_FIELDS = ("n", "top_k", "seed", "max_tokens", "min_tokens", "logprobs", "prompt_logprobs")
 _FLOAT_FIELDS = (
     "presence_penalty",

@@ -17,10 +17,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from llmkit.sampling_params import SEED_MAX, SEED_MIN
+
 MAX_N = 128
 # The widest integers any field takes: what the engine and the msgpack wire carry.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-UINT64_MAX = 2**64 - 1
 
 
 def _finite(value: Any) -> Any:
@@ -164,10 +165,7 @@ class SamplingFields(RequestBody):
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    # What a torch generator takes: 64 bits, signed or not (vLLM's range).
-    seed: Annotated[int, Field(ge=INT64_MIN, le=UINT64_MAX), BeforeValidator(_integral)] | None = (
-        None
-    )
+    seed: Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX), BeforeValidator(_integral)] | None = None
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
