@@ -14,7 +14,9 @@ import transformers
 from llmkit import LLM, SamplingParams
 from llmkit.bench.perplexity import perplexity
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.weights import iter_gguf_weights
+from llmkit.model.layers import q8
 from llmkit.model.layers.quant import QuantizedLinear
 from llmkit.model.names import installed_gguf, resolve_model
 
@@ -93,7 +95,9 @@ def test_greedy_tokens_equal_transformers_gguf_in_float32(dequantized, hf_model,
 
 def test_every_tensor_equals_transformers_and_the_qk_order_matters(gguf_file, hf_model, prompts):
     expected = hf_model.state_dict()
-    ours = dict(iter_gguf_weights(gguf_file))
+    table = gguf_table(resolve_model(str(gguf_file)))
+    assert table is not None
+    ours = dict(iter_gguf_weights(table))
     assert set(ours) == set(expected) - {"lm_head.weight"}  # tied to the embeddings
     for name, weight in ours.items():
         assert torch.equal(weight, expected[name]), name
@@ -158,6 +162,22 @@ def test_native_load_is_the_default_and_its_perplexity_within_1_percent(gguf_fil
     ours, reference = perplexity(native, text), perplexity(dequantized, text)
     assert ours.tokens == reference.tokens >= 1000
     assert ours.perplexity == pytest.approx(reference.perplexity, rel=0.01)
+
+
+def test_native_weights_are_the_files_bytes_not_a_float_copy(gguf_file):
+    """Q4_1 layers, the Q8_0 embedding and the head tied to it stay as quantized as the file."""
+    model = LLM(str(gguf_file), max_model_len=512)._core.runner.model
+    assert isinstance(model.model.embed_tokens, q8.Q8Embedding)
+    assert isinstance(model.lm_head, q8.Q8Linear)
+    assert model.lm_head.codes is model.model.embed_tokens.codes  # one copy serves both
+    weights = {t.untyped_storage().data_ptr(): t for t in model.state_dict(keep_vars=True).values()}
+    held = sum(t.untyped_storage().nbytes() for t in weights.values())
+    table = gguf_table(resolve_model(str(gguf_file)))
+    assert table is not None
+    in_file = sum(t.nbytes for t in table.tensors.values())
+    assert held <= 1.2 * in_file, (held, in_file)
+    widened = [t.shape for t in weights.values() if t.dtype == torch.float32 and t.numel() > 1e4]
+    assert not widened  # only the norms (576 floats each) are float32
 
 
 def test_tokenizer_and_chat_template_equal_transformers_gguf(gguf_file, hf_tokenizer):

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from llmkit import LLM, SamplingParams
 from llmkit.engine.tokenizer import Tokenizer
-from llmkit.model.gguf.weights import unpermute
+from llmkit.model.gguf.tensors import unpermute
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
 PROMPTS = [[1, 5, 9, 200, 31], [1, 700, 12], list(range(1, 40))]
@@ -46,8 +46,9 @@ def permute(weights: torch.Tensor, n_head: int, n_head_kv: int | None) -> torch.
     )
 
 
-def write_gguf(folder: str, out: Path) -> Path:
-    """The HF model in ``folder`` as a float32 GGUF file, as llama.cpp's converter writes it."""
+def write_gguf(folder: str, out: Path, qtype: str = "F32") -> Path:
+    """The HF model in ``folder`` as a GGUF file, as llama.cpp's converter writes it: float32,
+    or its matrices quantized to ``qtype`` (as llama-quantize does; norms stay float32)."""
     cfg = json.loads(Path(folder, "config.json").read_text())
     arch = "llama" if cfg["model_type"] == "mistral" else cfg["model_type"]
     writer = gguf.GGUFWriter(str(out), arch)
@@ -69,7 +70,12 @@ def write_gguf(folder: str, out: Path) -> Path:
             tensor = permute(tensor, heads, heads)
         elif arch == "llama" and ".k_proj." in name:
             tensor = permute(tensor, heads, kv_heads)
-        writer.add_tensor(_gguf_name(name), tensor.float().numpy())
+        weight = tensor.float().numpy()
+        if qtype != "F32" and weight.ndim == 2:
+            kind = gguf.GGMLQuantizationType[qtype]
+            writer.add_tensor(_gguf_name(name), gguf.quantize(weight, kind), raw_dtype=kind)
+        else:
+            writer.add_tensor(_gguf_name(name), weight)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -112,6 +118,36 @@ def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_pat
     expected = LLM(folder).generate(PROMPTS, GREEDY, use_tqdm=False)
     got = LLM(str(file)).generate(PROMPTS, GREEDY, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in expected]
+
+
+def _prompt_logprobs(llm: LLM) -> list[float]:
+    params = SamplingParams(max_tokens=1, prompt_logprobs=0)
+    out = llm.generate(PROMPTS, params, use_tqdm=False)
+    return [
+        entry[token].logprob
+        for o in out
+        for token, entry in zip(o.prompt_token_ids[1:], o.prompt_logprobs[1:], strict=True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arch", "qtype", "native"),
+    [
+        ("qwen2", "Q8_0", "Q8Linear"),  # biases, a tied Q8_0 embedding and head
+        ("mistral", "Q4_0", "QuantizedLinear"),  # an untied Q4_0 head
+        ("llama", "Q4_1", "QuantizedLinear"),
+    ],
+)
+def test_quantized_tensors_load_as_they_are(arch, qtype, native, model_factory, tmp_path):
+    """By default a file's Q4_0/Q4_1/Q8_0 matrices load natively; the answers stay those of
+    the file dequantized, up to the int8 activations' rounding."""
+    file = write_gguf(model_factory(arch), tmp_path / f"{arch}.gguf", qtype)
+    ours, widened = LLM(str(file)), LLM(str(file), dtype="float32")
+    model = ours._core.runner.model
+    kinds = [type(m).__name__ for m in model.modules()]
+    assert kinds.count(native) >= 2 * 4  # qkv, o, gate_up and down of both layers
+    got, want = np.array(_prompt_logprobs(ours)), np.array(_prompt_logprobs(widened))
+    assert np.abs(got - want).max() < 0.1  # nats; measured 0.03-0.04, a wrong scale is O(1)
 
 
 def test_the_tokenizer_from_gguf_metadata_equals_the_folders(model_factory, tmp_path):

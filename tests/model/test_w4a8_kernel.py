@@ -121,3 +121,16 @@ def test_without_a_compiler_torch_runs_the_same_math(monkeypatch, tmp_path):
     want = reference(x, packed, 37)
     assert relative_error(fallback, want) < 1e-5
     assert relative_error(kernel, want) < 1e-5
+
+
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1"])
+def test_gguf_q4_blocks_read_as_the_gguf_package_dequantizes_them(qtype):
+    import numpy as np
+    from gguf import GGMLQuantizationType, dequantize, quantize
+
+    kind = GGMLQuantizationType[qtype]
+    w = np.random.default_rng(0).standard_normal((13, 96)).astype(np.float32)
+    blocks = quantize(w, kind)
+    read = {"Q4_0": w4a8.from_q4_0, "Q4_1": w4a8.from_q4_1}[qtype]
+    got = w4a8.dequantize(read(torch.from_numpy(blocks), 96))[:13]
+    torch.testing.assert_close(got, torch.from_numpy(dequantize(blocks, kind)), rtol=0, atol=0)

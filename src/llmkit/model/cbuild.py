@@ -66,9 +66,13 @@ def _build(compiler: str, flags: list[str], source: Path, target: Path) -> None:
         os.replace(built, target)  # atomic: a concurrent build never loads half a file
 
 
-def load_function(source: Path, name: str, argtypes: Sequence[type]) -> Callable[..., int] | None:
+def load_function(
+    source: Path, name: str, argtypes: Sequence[type], extra_flags: Sequence[str] = ()
+) -> Callable[..., int] | None:
     """C function ``name`` (returning int) of ``source`` compiled for this machine (built
-    once, then cached), or None where it cannot be built or loaded here. Callers cache it."""
+    once, then cached), or None where it cannot be built or loaded here. Callers cache it.
+    ``extra_flags`` follow ``-march=native`` (``-mno-avx512vnni`` builds a narrower path, to
+    test it on a machine that would pick a wider one)."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None or not source.exists():
         return None
@@ -76,12 +80,15 @@ def load_function(source: Path, name: str, argtypes: Sequence[type]) -> Callable
         version = subprocess.run(
             [compiler, "--version"], capture_output=True, text=True, timeout=30
         ).stdout
+        headers = b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.h")))
         key = hashlib.sha256(
-            source.read_bytes() + "\0".join([*FLAGS, version, _cpu_flags()]).encode()
+            source.read_bytes()
+            + headers  # the ones it may include, beside it
+            + "\0".join([*FLAGS, *extra_flags, version, _cpu_flags()]).encode()
         ).hexdigest()[:16]
         target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
         if not target.exists():
-            _build(compiler, list(FLAGS), source, target)
+            _build(compiler, [*FLAGS, *extra_flags], source, target)
         function = getattr(ctypes.CDLL(str(target)), name)
     except (OSError, AttributeError, subprocess.SubprocessError) as exc:
         logger.warning("C kernel %s unavailable, using torch ops: %s", source.name, exc)

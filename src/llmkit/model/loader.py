@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 from safetensors import safe_open
+from torch import nn
 
 from llmkit.model.context import ForwardContext
-from llmkit.model.gguf.cache import gguf_source
+from llmkit.model.gguf.cache import gguf_table
+from llmkit.model.gguf.native import NativeWeights
 from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.models.bert import BertForMaskedLM, BertModel
 from llmkit.model.models.llama import (
@@ -111,8 +113,13 @@ def load_model(
     dtype: torch.dtype,
     device: torch.device,
     tp: TensorParallel = SINGLE,
+    native: NativeWeights | None = None,
 ) -> NativeModel:
-    """The model, or with ``tp`` this rank's shard of it, which reads only its slices."""
+    """The model, or with ``tp`` this rank's shard of it, which reads only its slices.
+
+    ``native``: a GGUF file's tensors that load as they are, put in place before the rest
+    is read. The float layers they replace are never filled (the model's layers skip
+    initialization: every weight comes from the checkpoint), so they cost no memory."""
     cls = model_class(hf_config)
     check_tensor_parallel(cls, tp.size)
     previous = torch.get_default_dtype()
@@ -122,7 +129,9 @@ def load_model(
             model = cls(hf_config, tp) if tp.size > 1 else cls(hf_config)
     finally:
         torch.set_default_dtype(previous)
-    model.load_weights(iter_weights(path, lazy=tp.size > 1))
+    native = native or NativeWeights()
+    native.install(cast(nn.Module, model))
+    model.load_weights(iter_weights(path, lazy=tp.size > 1, skip=native.tensors))
     return model.eval()
 
 
@@ -139,13 +148,16 @@ def _shardable(cls: type[NativeModel]) -> bool:
     return bool(getattr(cls, "supports_tensor_parallel", False))
 
 
-def iter_weights(path: str, lazy: bool = False) -> Iterator[tuple[str, Weight]]:
+def iter_weights(
+    path: str, lazy: bool = False, skip: Set[str] = frozenset()
+) -> Iterator[tuple[str, Weight]]:
     """Every tensor of a checkpoint, sharded (``model.safetensors.index.json``) or not.
 
-    ``lazy``: safetensors slices instead, which read from disk only what is indexed."""
-    gguf = gguf_source(path)
-    if gguf is not None:
-        yield from iter_gguf_weights(gguf)
+    ``lazy``: safetensors slices instead, which read from disk only what is indexed.
+    ``skip``: a GGUF file's tensors (by their names in the file) not to read."""
+    table = gguf_table(path)
+    if table is not None:
+        yield from iter_gguf_weights(table, skip)
         return
     root = Path(path)
     index = root / "model.safetensors.index.json"

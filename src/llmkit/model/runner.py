@@ -14,8 +14,8 @@ from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_memory import keep_freed_memory
 from llmkit.model.cuda_graphs import DecodeGraphs
-from llmkit.model.gguf.native import default_native_linears, native_linears
-from llmkit.model.layers import w4a8
+from llmkit.model.gguf.cache import gguf_table
+from llmkit.model.gguf.native import default_native, linears_only
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import quantize_linears
 from llmkit.model.loader import load_model
@@ -94,14 +94,16 @@ class ModelRunner:
         self.block_size = config.block_size
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_memory()
-        self.model = load_model(model_path, hf_config, self.dtype, self.device, tp)
-        module = cast(nn.Module, self.model)
-        if config.quantization is not None:
-            method, group = config.quantization, config.quantization_group_size
-            native = native_linears(model_path, method, group)  # a GGUF's Q4_1, as it is
-            quantize_linears(module, method, group, native)
-        elif native := default_native_linears(config, model_path, self.device, tp.size):
-            quantize_linears(module, "w4a8", w4a8.BLOCK, native, only_packed=True)
+        table = gguf_table(model_path)
+        method, group = config.quantization, config.quantization_group_size
+        native = (
+            default_native(config, table, self.device, tp.size)
+            if method is None
+            else linears_only(table, method, group)  # a GGUF's Q4 layers, as they are
+        )
+        self.model = load_model(model_path, hf_config, self.dtype, self.device, tp, native)
+        if method is not None:
+            quantize_linears(cast(nn.Module, self.model), method, group)
         self.lora = (
             LoRAModel(self.model, config.max_loras, config.max_lora_rank)
             if config.enable_lora

@@ -16,6 +16,15 @@ from torch import nn
 Weight = Any
 
 
+class FromCheckpoint:
+    """A layer whose parameters always come from a checkpoint: it skips torch's random
+    initialization (first in the bases), which for a 135M model takes ~0.5 s and touches
+    every page of weights that a GGUF's quantized layers then replace unused."""
+
+    def reset_parameters(self) -> None:
+        pass
+
+
 def read(weight: Weight, dim: int = 0, start: int = 0, length: int | None = None) -> torch.Tensor:
     """``weight``, or its ``length`` entries from ``start`` along ``dim``, as a tensor."""
     if isinstance(weight, torch.Tensor):

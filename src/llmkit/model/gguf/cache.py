@@ -1,20 +1,20 @@
 """A GGUF file -> a cached HF-style folder (config, tokenizer, chat template) naming the file.
 
-The engine keeps treating every model as a folder; only the weights iterator opens the
-GGUF (see ``SOURCE``). Building the tokenizer from the file's vocabulary takes seconds,
-so the folder is built once, under a key of the file's path, size and leading bytes.
+The engine keeps treating every model as a folder; the folder's tensor table
+(:mod:`llmkit.model.gguf.tensors`) names the file the weights are read from. Building the
+tokenizer from the file's vocabulary and parsing its metadata take seconds, so the folder is
+built once, under a key of the file's path, size and leading bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from llmkit.model.demo import build_once
+from llmkit.model.gguf.tensors import FILE, TensorTable
 
-SOURCE = "gguf_source.json"  # {"gguf": absolute path of the file the weights come from}
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 # The metadata (vocabulary, merges, chat template) sits at the file's start: 1.7 MiB for a
 # 49k vocabulary, a few MiB for the largest. Hashing this much covers it at a few ms,
 # where hashing a multi-GB file on every start would take seconds.
@@ -42,12 +42,12 @@ def resolve_gguf(file: str | Path, cache_dir: Path) -> str:
     )
 
 
-def gguf_source(folder: str | Path) -> Path | None:
-    """The GGUF file a cached folder was built from, or None for an ordinary model folder."""
-    source = Path(folder) / SOURCE
-    if not source.is_file():
+def gguf_table(folder: str | Path) -> TensorTable | None:
+    """The tensor table of the GGUF file a cached folder was built from, or None for an
+    ordinary model folder."""
+    if not (Path(folder) / FILE).is_file():
         return None
-    return Path(json.loads(source.read_text())["gguf"])
+    return TensorTable.load(Path(folder))
 
 
 def _write(path: Path, tmp: Path) -> None:
@@ -59,7 +59,8 @@ def _write(path: Path, tmp: Path) -> None:
 
     reader = open_gguf(path)
     config = hf_config(reader, path)
-    check_tensors(reader, path)  # a type it cannot read fails now, not after the engine starts
+    table = TensorTable.of(reader, path)
+    check_tensors(table)  # a type it cannot read fails now, not after the engine starts
     config.save_pretrained(tmp)
     try:
         # transformers' GGUF tokenizer: the vocabulary, merges, pre-tokenizer split, special
@@ -68,4 +69,4 @@ def _write(path: Path, tmp: Path) -> None:
     except Exception as e:  # noqa: BLE001 (whatever the converter raised, said with the file)
         raise ValueError(f"{path}: cannot build a tokenizer from the GGUF metadata: {e}") from None
     tokenizer.save_pretrained(tmp)
-    (tmp / SOURCE).write_text(json.dumps({"gguf": str(path)}))
+    table.save(tmp)

@@ -1,25 +1,18 @@
 """A GGUF file's tensors under HF parameter names, dequantized, with llama.cpp's Q/K order undone.
 
-Every tensor is dequantized to float32 here (the model's ``copy_`` casts to its dtype).
-With ``quantization="w4a8"`` at group size 32, the Q4_1 linear layers are then replaced by
-the file's own blocks (:mod:`llmkit.model.gguf.native`).
+Every tensor read here is dequantized to float32 (the model's ``copy_`` casts to its dtype);
+those that load as they are (:mod:`llmkit.model.gguf.native`) are skipped.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Set
 
 import numpy as np
 import torch
 
-from llmkit.model.gguf.config import architecture
-from llmkit.model.gguf.file import field, open_gguf
-
-if TYPE_CHECKING:
-    from gguf import GGUFReader, ReaderTensor
+from llmkit.model.gguf.tensors import TensorTable
 
 _GLOBAL = {
     "token_embd": "model.embed_tokens",
@@ -53,50 +46,30 @@ def hf_name(name: str) -> str | None:
     return None
 
 
-def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
-    """Undo llama.cpp's ``LlamaModel.permute``: each head's rows go back from interleaved
-    rotary pairs (its kernel's order) to HF's two halves (``rotate_half``)."""
-    half = weight.shape[0] // heads // 2
-    return weight.reshape(heads, half, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
-
-
-def check_tensors(reader: GGUFReader, path: str | Path) -> None:
+def check_tensors(table: TensorTable) -> None:
     """``ValueError`` naming the tensor if one is of a type llmkit cannot read or has no place."""
-    from gguf import dequantize
+    from gguf import GGML_QUANT_SIZES, dequantize
 
-    for tensor in reader.tensors:
+    for tensor in table.tensors.values():
         if hf_name(tensor.name) is None:
-            raise ValueError(f"{path}: unexpected tensor {tensor.name} for this architecture")
-        try:  # one row is enough to know whether the reader can dequantize this type
-            dequantize(tensor.data[:1], tensor.tensor_type)
-        except NotImplementedError:
+            raise ValueError(f"{table.file}: unexpected tensor {tensor.name} for this architecture")
+        try:  # one zero block is enough to know whether the reader can dequantize this type
+            dequantize(np.zeros((1, GGML_QUANT_SIZES[tensor.qtype][1]), np.uint8), tensor.qtype)
+        except (NotImplementedError, KeyError):
             raise ValueError(
-                f"{path}: tensor {tensor.name} has quantization type "
-                f"{tensor.tensor_type.name}, which llmkit cannot read"
+                f"{table.file}: tensor {tensor.name} has quantization type {tensor.type}, "
+                "which llmkit cannot read"
             ) from None
 
 
-def iter_gguf_weights(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor of the file as ``(hf_name, float32 tensor)``, in HF's layout."""
-    reader = open_gguf(path)
-    check_tensors(reader, path)
-    permute = architecture(reader, path) == "llama"  # llama.cpp permutes only this family
-    heads = int(field(reader, "llama.attention.head_count", 0))
-    kv_heads = int(field(reader, "llama.attention.head_count_kv", heads))
-    for tensor in reader.tensors:
-        name = hf_name(tensor.name)
-        assert name is not None  # check_tensors refused the others
-        weight = _dequantized(tensor)
-        if permute and ".attn_q." in tensor.name:
-            weight = unpermute(weight, heads)
-        elif permute and ".attn_k." in tensor.name:
-            weight = unpermute(weight, kv_heads)
-        yield name, torch.from_numpy(np.ascontiguousarray(weight))
-
-
-def _dequantized(tensor: ReaderTensor) -> np.ndarray:
-    from gguf import dequantize
-
-    # ggml's shape is innermost first; numpy's (and torch's) is outermost first.
-    shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
-    return dequantize(tensor.data, tensor.tensor_type).reshape(shape).astype(np.float32)
+def iter_gguf_weights(
+    table: TensorTable, skip: Set[str] = frozenset()
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor of the file but those in ``skip`` (GGUF names), as ``(hf_name, float32
+    tensor)`` in HF's layout."""
+    for name in table.tensors:
+        if name in skip:
+            continue
+        target = hf_name(name)
+        assert target is not None  # check_tensors refused the others when the cache was built
+        yield target, torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.model.parallel import TensorParallel
-from llmkit.model.weights import Weight, read
+from llmkit.model.weights import FromCheckpoint, Weight, read
 
 
-class ColumnParallelLinear(nn.Linear):
+class ColumnParallelLinear(FromCheckpoint, nn.Linear):
     """Fused output pieces, each cut to this rank's ``(start, length)`` rows of the piece."""
 
     def __init__(self, in_features: int, pieces: list[tuple[int, int]], bias: bool) -> None:
@@ -68,7 +68,7 @@ class QKVParallelLinear(ColumnParallelLinear):
         super().__init__(hidden, [q, kv, kv], bias)
 
 
-class RowParallelLinear(nn.Linear):
+class RowParallelLinear(FromCheckpoint, nn.Linear):
     """This rank's input columns; the partial outputs are summed over the ranks."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool, tp: TensorParallel):

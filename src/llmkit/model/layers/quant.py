@@ -84,7 +84,9 @@ class QuantizedLinear(nn.Module):
         self.method = method
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.dtype, self.device = weight.dtype, weight.device
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach())
+        # The float layer's own parameter, loader included: a GGUF's native layers are put
+        # in place before the rest of the file (their biases too) is loaded.
+        self.bias = linear.bias
         self.gemm: torch.ScriptObject | None = None  # w8a8: fbgemm's packed weight
         if method in ("int8", "w8a8"):
             self._int8(weight.float())
@@ -221,27 +223,15 @@ def _prepack_int8(q: torch.Tensor, scales: torch.Tensor, engine: str) -> torch.S
         torch.backends.quantized.engine = previous
 
 
-def quantize_linears(
-    model: nn.Module,
-    method: str,
-    group_size: int = 128,
-    packed: dict[str, w4a8.Packed] | None = None,
-    only_packed: bool = False,
-) -> int:
+def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> int:
     """Replace the model's linear layers, except its lm_head, by QuantizedLinear; returns
     how many were replaced. Embeddings and the head stay in full precision: on the test and
-    benchmark shapes the head is a small share of the work, and it sets every logit.
-    ``packed``: w4a8 weights ready made, by module name (a GGUF file's Q4_1 layers);
-    ``only_packed``: replace those layers only, and keep the others as they are."""
+    benchmark shapes the head is a small share of the work, and it sets every logit. Layers
+    already quantized (a GGUF file's, loaded as they are) are not ``nn.Linear`` and stay."""
     device = next(model.parameters()).device
     if not has_kernels(method, device):
         raise ValueError(
             f"quantization={method!r} needs torch's {method} kernels, which this torch "
             f"build lacks on {device.type}"
         )
-    ready = {id(model.get_submodule(name)): weight for name, weight in (packed or {}).items()}
-    return replace_linears(
-        model,
-        lambda linear: QuantizedLinear(linear, method, group_size, ready.get(id(linear))),
-        only=set(ready) if only_packed else None,
-    )
+    return replace_linears(model, lambda linear: QuantizedLinear(linear, method, group_size))

@@ -7,19 +7,15 @@ from collections.abc import Callable
 from torch import nn
 
 
-def replace_linears(
-    model: nn.Module, make: Callable[[nn.Linear], nn.Module], only: set[int] | None = None
-) -> int:
+def replace_linears(model: nn.Module, make: Callable[[nn.Linear], nn.Module]) -> int:
     """Replace each ``nn.Linear`` of ``model`` (inside wrappers too) but the lm_head, whose
-    weight may be the embeddings', by ``make(layer)``; returns how many were replaced.
-    ``only``: the ``id`` of each layer to replace (default: all)."""
+    weight may be the embeddings', by ``make(layer)``; returns how many were replaced."""
     head = getattr(model, "lm_head", None)
     targets = [
         (parent, name, child)
         for parent in model.modules()
         for name, child in parent.named_children()
         if isinstance(child, nn.Linear) and child is not head and name != "lm_head"
-        if only is None or id(child) in only
     ]
     for parent, name, child in targets:
         setattr(parent, name, make(child))

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.model.parallel import TensorParallel
-from llmkit.model.weights import Weight, read
+from llmkit.model.weights import FromCheckpoint, Weight, read
 
 
 def _vocab_range(vocab_size: int, tp: TensorParallel) -> tuple[int, int, int]:
@@ -26,7 +26,7 @@ def _load_rows(param: nn.Parameter, weight: Weight, start: int, rows: int) -> No
     param.data[:rows].copy_(read(weight, 0, start, rows))
 
 
-class VocabParallelEmbedding(nn.Embedding):
+class VocabParallelEmbedding(FromCheckpoint, nn.Embedding):
     def __init__(self, vocab_size: int, hidden: int, tp: TensorParallel) -> None:
         self.start, self.rows, per_rank = _vocab_range(vocab_size, tp)
         super().__init__(per_rank, hidden)
@@ -45,7 +45,7 @@ class VocabParallelEmbedding(nn.Embedding):
         return self.tp.all_reduce(out)
 
 
-class ParallelLMHead(nn.Linear):
+class ParallelLMHead(FromCheckpoint, nn.Linear):
     """Logits of this rank's vocabulary rows; rank 0 gathers the whole vocabulary."""
 
     def __init__(self, hidden: int, vocab_size: int, tp: TensorParallel) -> None:

@@ -88,6 +88,17 @@ def from_q4_1(blocks: torch.Tensor, in_features: int) -> Packed:
     return _layout(q.reshape(b.shape[0], in_features), scales, mins)
 
 
+def from_q4_0(blocks: torch.Tensor, in_features: int) -> Packed:
+    """llama.cpp's Q4_0 rows (uint8 ``[out, in / 32 * 18]``): a float16 scale ``d`` and 32
+    codes per block, worth ``d * (q - 8)``, i.e. Q4_1 with the min ``-8 d`` (exact in float16)."""
+    if in_features % BLOCK:
+        raise ValueError(f"Q4_0 rows hold whole blocks of {BLOCK}, got {in_features} inputs")
+    b = blocks.reshape(blocks.shape[0], in_features // BLOCK, 18)
+    mins = (b[..., 0:2].contiguous().view(torch.float16) * -8).view(torch.uint8)
+    q4_1 = torch.cat([b[..., 0:2], mins, b[..., 2:]], dim=-1)
+    return from_q4_1(q4_1.reshape(blocks.shape[0], -1), in_features)
+
+
 def _layout(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor) -> Packed:
     """Codes ``q`` uint8 ``[Np, Kp]`` and per-group ``scales``/``mins`` ``[Np, Kp / group]``
     (``Np`` whole tiles) laid out for the kernel."""

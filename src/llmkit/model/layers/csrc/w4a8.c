@@ -35,9 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MT 4
-#define ROW_BLOCK 64 /* rows whose int8 activations stay in L2 while all tiles pass */
-
 typedef struct {
     const float *x;
     const uint8_t *w;
@@ -48,21 +45,7 @@ typedef struct {
     int64_t M, K, Kp, N, G;
 } Job;
 
-/* x[0 .. n) to s8 codes in q (x * 127 / peak, rounded half to even), the rest of the
- * block of 32 zeros; returns the block's sum of codes and sets *scale = peak / 127. */
-static inline __attribute__((always_inline)) int32_t quantize_block(const float *x, int8_t *q, int64_t n, float *scale) {
-    float peak = 0.f;
-    for (int64_t k = 0; k < n; k++) peak = fmaxf(peak, fabsf(x[k]));
-    const float inv = peak > 0.f ? 127.f / peak : 0.f;
-    int32_t s = 0;
-    for (int64_t k = 0; k < n; k++) {
-        q[k] = (int8_t)fminf(fmaxf(nearbyintf(x[k] * inv), -127.f), 127.f);
-        s += q[k];
-    }
-    memset(q + n, 0, (size_t)(32 - n));
-    *scale = peak / 127.f;
-    return s;
-}
+#include "tiled.h"
 
 /* Rows [first, last) of x to s8 by blocks of 32, zero-padded to Kp; xscale = each block's
  * peak / 127, xsum = each group's sum of codes times their block's scale. */
@@ -130,23 +113,6 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
             float spare[8];
             _mm256_storeu_ps(spare, y);
             memcpy(o, spare, sizeof(float) * (size_t)width);
-        }
-    }
-}
-
-/* Output tiles [first, last), ROW_BLOCK rows at a time. */
-static void gemm_tiles(const Job *job, int64_t first, int64_t last) {
-    for (int64_t r0 = 0; r0 < job->M; r0 += ROW_BLOCK) {
-        const int64_t r1 = r0 + ROW_BLOCK < job->M ? r0 + ROW_BLOCK : job->M;
-        for (int64_t t = first; t < last; t++) {
-            int64_t m = r0;
-            for (; m + MT <= r1; m += MT) tile(job, t, m, MT);
-            switch (r1 - m) {
-                case 3: tile(job, t, m, 3); break;
-                case 2: tile(job, t, m, 2); break;
-                case 1: tile(job, t, m, 1); break;
-                default: break;
-            }
         }
     }
 }

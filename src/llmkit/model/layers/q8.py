@@ -1,0 +1,194 @@
+"""q8: 8-bit weights with a float16 scale per 32 inputs (llama.cpp's Q8_0) times int8
+activations with a scale per 32 inputs, on the C kernel ``csrc/q8.c``.
+
+A GGUF file's Q8_0 tensors load here as they are, not widened: its token embedding (rows
+dequantized as they are looked up), the LM head tied to it (one copy of the codes serves
+both), and Q8_0 linear layers. The activations are quantized exactly as w4a8's (the same
+codes and block scales, :func:`llmkit.model.layers.w4a8.quantize_activations`), so the
+products are llama.cpp's ``q8_0 x q8_0`` dot products.
+
+The kernel is built for this CPU by :mod:`llmkit.model.cbuild`: with AVX512-VNNI or AVX-VNNI
+it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; ``NARROWER`` builds the
+narrower paths on a machine that has the wider ones, so tests check each. Where no kernel
+can be built, :func:`linear` runs the same quantized math in torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from llmkit.model.cbuild import load_function
+from llmkit.model.layers.w4a8 import quantize_activations
+
+SOURCE = Path(__file__).with_name("csrc") / "q8.c"
+TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
+BLOCK = 32  # inputs that share a scale
+Q8_0_BYTES = 2 + BLOCK  # a Q8_0 block: float16 scale, 32 s8 codes
+PATHS = ("avx2", "avx-vnni", "avx512-vnni")  # what q8_path() answers 0, 1, 2 for
+# Build flags -> the path they leave (each drops the wider instructions).
+NARROWER = {
+    "avx-vnni": ("-mno-avx512vnni",),
+    "avx2": ("-mno-avx512vnni", "-mno-avxvnni"),
+}
+_I64, _P = ctypes.c_int64, ctypes.c_void_p
+
+
+class Packed(NamedTuple):
+    """``codes`` int8 ``[tiles, Kp / 4, 32]`` (the kernel's layout); ``scales`` float16
+    ``[tiles, Kp / 32, 8]``."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+
+
+@functools.cache
+def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
+    """The compiled kernel (built with ``extra_flags``), or None where it cannot be here."""
+    return load_function(SOURCE, "q8_linear", [_P] * 4 + [_I64] * 5, extra_flags)
+
+
+def path(extra_flags: tuple[str, ...] = ()) -> str | None:
+    """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
+    which = load_function(SOURCE, "q8_path", [], extra_flags)
+    return None if which is None else PATHS[which()]
+
+
+def from_q8_0(blocks: torch.Tensor, in_features: int) -> Packed:
+    """llama.cpp's Q8_0 rows (uint8 ``[out, in / 32 * 34]``) in the kernel's layout: the same
+    numbers. A block is a float16 scale ``d`` and 32 s8 codes ``q``, worth ``d * q``."""
+    if in_features % BLOCK:
+        raise ValueError(f"Q8_0 rows hold whole blocks of {BLOCK}, got {in_features} inputs")
+    n = blocks.shape[0]
+    b = blocks.reshape(n, in_features // BLOCK, Q8_0_BYTES)
+    b = F.pad(b, (0, 0, 0, 0, 0, -(-n // TILE) * TILE - n))  # zero rows up to whole tiles
+    scales = b[..., :2].contiguous().view(torch.float16)[..., 0]
+    codes = b[..., 2:].contiguous().view(torch.int8)
+    return _layout(codes.reshape(b.shape[0], in_features), scales)
+
+
+def pack(weight: torch.Tensor) -> Packed:
+    """``weight`` ``[out, in]`` quantized symmetrically per 32 inputs (as llama.cpp's Q8_0),
+    zero-padded to whole tiles of output columns and whole blocks of inputs."""
+    n, k = weight.shape
+    np_, kp = -(-n // TILE) * TILE, -(-k // BLOCK) * BLOCK
+    w = F.pad(weight.float(), (0, kp - k, 0, np_ - n)).view(np_, kp // BLOCK, BLOCK)
+    scales = (w.abs().amax(dim=-1) / 127).half()
+    step = torch.where(scales > 0, scales.float(), 1.0)[..., None]
+    codes = torch.round(w / step).clamp_(-127, 127).to(torch.int8)
+    return _layout(codes.view(np_, kp), scales)
+
+
+def _layout(codes: torch.Tensor, scales: torch.Tensor) -> Packed:
+    """Codes int8 ``[Np, Kp]`` and scales ``[Np, Kp / 32]`` (``Np`` whole tiles) laid out for
+    the kernel: per tile, per 4 inputs, the 8 columns' 4 codes."""
+    np_, kp = codes.shape
+    tiled = codes.view(np_ // TILE, TILE, kp // 4, 4).permute(0, 2, 1, 3)
+    per_tile = scales.view(np_ // TILE, TILE, -1).transpose(1, 2)
+    return Packed(tiled.reshape(np_ // TILE, kp // 4, 32).contiguous(), per_tile.contiguous())
+
+
+def rows(packed: Packed, ids: torch.Tensor) -> torch.Tensor:
+    """Float32 rows ``ids`` (1-D) of the padded weight ``[len(ids), Kp]``: an embedding lookup
+    that dequantizes only the rows it reads."""
+    codes, scales = packed
+    tiles, chunks, _ = codes.shape
+    tile, column = ids // TILE, ids % TILE
+    q = codes.view(tiles, chunks, TILE, 4)[tile, :, column]  # [n, Kp / 4, 4]
+    s = scales[tile, :, column]  # [n, Kp / 32]
+    return (q.float().view(len(ids), -1, BLOCK) * s.float()[..., None]).view(len(ids), -1)
+
+
+def dequantize(packed: Packed) -> torch.Tensor:
+    """The padded weight ``[Np, Kp]`` in float32, as the kernel sees it."""
+    return rows(packed, torch.arange(packed.codes.shape[0] * TILE))
+
+
+def linear(
+    x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
+) -> torch.Tensor:
+    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
+    ``kernel``: a build of :func:`load` (default: this machine's widest)."""
+    x = x.float().contiguous()
+    rows_, k = x.shape
+    kernel = kernel or load()
+    if kernel is None:
+        return linear_in_torch(x, packed, out_features)
+    codes, scales = packed
+    out = x.new_empty((rows_, out_features))
+    status = kernel(
+        x.data_ptr(),
+        codes.data_ptr(),
+        scales.data_ptr(),
+        out.data_ptr(),
+        rows_,
+        k,
+        codes.shape[1] * 4,
+        out_features,
+        torch.get_num_threads(),
+    )
+    if status != 0:
+        raise MemoryError("the q8 kernel ran out of memory")
+    return out
+
+
+def linear_in_torch(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
+    """:func:`linear`'s math in torch ops, where no kernel can be built: activation codes
+    times the dequantized weight, equal to the kernel's numbers up to float rounding."""
+    codes, scale = quantize_activations(x.float())
+    return F.linear(codes * scale, dequantize(packed)[:out_features, : x.shape[1]])
+
+
+class Q8Linear(nn.Module):
+    """``y = x W^T (+ b)`` with ``W`` a packed q8 weight: a Q8_0 linear layer or LM head."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+
+    def __init__(
+        self, packed: Packed, in_features: int, out_features: int, bias: nn.Parameter | None
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("codes", packed.codes)
+        self.register_buffer("scales", packed.scales)
+        self.bias = bias  # the float layer's own parameter, with its weight loader
+        load()  # builds the kernel at model load, not in a request's first step
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        packed = Packed(self.codes, self.scales)
+        out = linear(x.reshape(-1, self.in_features), packed, self.out_features).to(x.dtype)
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features}, {self.out_features}, q8"
+
+
+class Q8Embedding(nn.Module):
+    """A token embedding kept as packed q8 rows, each dequantized as it is looked up."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+
+    def __init__(self, packed: Packed, num_embeddings: int, dim: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.dtype = num_embeddings, dim, dtype
+        self.register_buffer("codes", packed.codes)
+        self.register_buffer("scales", packed.scales)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        found = rows(Packed(self.codes, self.scales), ids.reshape(-1))[:, : self.embedding_dim]
+        return found.to(self.dtype).view(*ids.shape, self.embedding_dim)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, q8"
