@@ -3,6 +3,7 @@
     PEER_PYTHON benchmarks/llama_cpp_side.py convert MODEL_DIR CONVERTER OUT_DIR
     PEER_PYTHON benchmarks/llama_cpp_side.py run GGUF JOBS_JSON THREADS [MODE]
     PEER_PYTHON benchmarks/llama_cpp_side.py perplexity GGUF TEXT_FILE THREADS
+    PEER_PYTHON benchmarks/llama_cpp_side.py profile GGUF JOBS_JSON THREADS
 
 ``convert`` writes OUT_DIR/{f32,q8_0,q4_0}.gguf: f32 by llama.cpp's own converter
 (convert_hf_to_gguf.py), q8_0 and q4_0 quantized from it as llama-quantize does. The test
@@ -16,6 +17,10 @@ MODE ``default`` keeps llama-server's attention defaults (flash attention where 
 KV cache); ``exact`` computes in f32 throughout (no flash attention, f32 KV cache), as HF
 does: its logits then match HF's to ~1e-4 where flash attention's differ by ~0.04.
 Prints ``{"seconds": wall time, "tokens": [[generated ids], ...]}``.
+
+``profile`` times what ``benchmarks/gguf_peer.py`` compares, in a fresh process: load
+(model and context), a prompt alone, one stream decoding, then every stream of the jobs
+(``{"prompt": ids, "decode": n, "streams": [[ids, n], ...]}``), and the peak RSS.
 
 ``perplexity`` scores a text the way ``llmkit bench perplexity`` does (its tokens without a
 BOS, each after all before it, in one window of the text's length) and prints
@@ -98,6 +103,50 @@ def run(gguf: str, jobs_path: str, threads: int, mode: str = "default") -> None:
     print(json.dumps({"seconds": seconds, "tokens": tokens}))
 
 
+def profile(gguf: str, jobs_path: str, threads: int) -> None:
+    import resource
+
+    spec = json.loads(Path(jobs_path).read_text())
+    streams = spec["streams"]
+    _quiet()
+    t0 = time.perf_counter()
+    L.llama_backend_init()
+    model = L.llama_model_load_from_file(gguf.encode(), L.llama_model_default_params())
+    cparams = L.llama_context_default_params()
+    cparams.n_seq_max = len(streams)
+    cparams.n_ctx = len(streams) * spec["per_seq"]
+    cparams.n_batch, cparams.n_ubatch = N_BATCH, N_UBATCH
+    cparams.n_threads = cparams.n_threads_batch = threads
+    ctx = L.llama_init_from_model(model, cparams)
+    load = time.perf_counter() - t0
+    sampler = L.llama_sampler_init_greedy()
+    batch = L.llama_batch_init(N_BATCH, 0, 1)
+    batch.n_tokens = 0
+    mem = L.llama_get_memory(ctx)
+
+    def timed(jobs: list[list]) -> float:
+        L.llama_memory_clear(mem, True)
+        start = time.perf_counter()
+        decode(ctx, sampler, batch, jobs)
+        return time.perf_counter() - start
+
+    timed([[spec["prompt"][:16], 4]])  # warm up
+    prompt = timed([[spec["prompt"], 1]])
+    single = timed([[spec["prompt"][:16], spec["decode"] + 1]]) - timed([[spec["prompt"][:16], 1]])
+    many = timed(streams)
+    print(
+        json.dumps(
+            {
+                "load_s": load,
+                "prompt_tok_s": len(spec["prompt"]) / prompt,
+                "single_tok_s": spec["decode"] / single,
+                "streams_tok_s": sum(n for _, n in streams) / many,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
+
+
 def decode(ctx, sampler, batch, jobs: list[list]) -> list[list[int]]:
     out: list[list[int]] = [[] for _ in jobs]
     fed = [0] * len(jobs)  # prompt tokens in the cache
@@ -155,5 +204,7 @@ if __name__ == "__main__":
         convert(*rest)
     elif command == "perplexity":
         perplexity(rest[0], rest[1], int(rest[2]))
+    elif command == "profile":
+        profile(rest[0], rest[1], int(rest[2]))
     else:
         run(rest[0], rest[1], int(rest[2]), *rest[3:])
