@@ -89,6 +89,7 @@ def test_the_page_loads_clean_says_demo_and_fits_a_phone(demo, browser):
     expect(page.get_by_label("Model")).to_have_value("demo")
     # Its noise is expected, and the page says so.
     expect(page.get_by_role("note")).to_contain_text("noise, by design")
+    expect(page.get_by_label("Attach image")).to_be_hidden()  # a text-only model
     # Its icon is its own; /favicon.ico answers too, for browsers that ask anyway.
     icon = httpx.get(urljoin(page.url, page.locator("link[rel=icon]").get_attribute("href")))
     assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"

@@ -1,6 +1,7 @@
 // The llmkit chat page: models from v1/models, replies streamed over v1/ws with the
 // llmkit-ws.js client, conversations and settings kept in this browser. Every URL is
 // relative to the page, so it works wherever the app is mounted.
+import { Attachments } from "./attach.js";
 import { Follow } from "./follow.js";
 import { LlmkitClient } from "./llmkit-ws.js";
 import { codeOf, copyText } from "./markdown.js";
@@ -35,8 +36,9 @@ const ui = {
 const SETTING_FIELDS = { system: "system", temperature: "temperature", top_p: "top-p", max_tokens: "max-tokens" };
 const chats = new Conversations();
 const follow = new Follow(ui.conversation, $("jump"));
+const attachments = new Attachments($("attach"), $("image"), $("attachments"));
 let settings = loadSettings();
-let roots = {}; // model id -> what it was loaded from (/v1/models' root)
+let models = {}; // model id -> its /v1/models card
 let client = null;
 let current = null; // the reply streaming now: {stream, message, item}
 let retry = null;
@@ -49,7 +51,14 @@ const setStatus = (text) => {
 function emptyModels(why) {
   ui.model.replaceChildren(new Option(why, ""));
   ui.model.disabled = true;
-  ui.demoNote.hidden = true;
+  modelChosen();
+}
+
+// What the chosen model is: the demo (say its text is noise), one that takes images.
+function modelChosen() {
+  const card = models[ui.model.value];
+  ui.demoNote.hidden = !card || card.root !== DEMO_MODEL;
+  attachments.enable(Boolean(card && (card.input_modalities || []).includes("image")));
   updateSend();
 }
 
@@ -83,18 +92,17 @@ async function loadModels() {
     emptyModels(`listing failed (HTTP ${response.status})`);
     return false;
   }
-  const models = (await response.json()).data || [];
-  if (!models.length) {
+  const cards = (await response.json()).data || [];
+  models = Object.fromEntries(cards.map((m) => [m.id, m]));
+  ui.keyForm.hidden = true;
+  if (!cards.length) {
     emptyModels("the server lists no models");
     return true;
   }
   const chosen = ui.model.value;
-  roots = Object.fromEntries(models.map((m) => [m.id, m.root]));
-  ui.model.replaceChildren(...models.map((m) => new Option(m.id, m.id, false, m.id === chosen)));
+  ui.model.replaceChildren(...cards.map((m) => new Option(m.id, m.id, false, m.id === chosen)));
   ui.model.disabled = false;
-  ui.keyForm.hidden = true;
-  ui.demoNote.hidden = roots[ui.model.value] !== DEMO_MODEL;
-  updateSend();
+  modelChosen();
   return true;
 }
 
@@ -182,6 +190,7 @@ async function answer() {
   conversation.messages.push(message);
   const item = messageElement(message);
   item.classList.add("streaming");
+  item.querySelector(".reasoning").open = true; // reasoning shows as it streams
   ui.conversation.append(item);
   if (!client) await connect();
   if (!client) {
@@ -245,7 +254,8 @@ function draw(reply, prefix) {
 }
 
 function ask(text) {
-  chats.current.messages.push({ role: "user", content: text });
+  const images = attachments.take();
+  chats.current.messages.push(images.length ? { role: "user", content: text, images } : { role: "user", content: text });
   chats.touch();
   ui.conversation.append(messageElement(chats.current.messages.at(-1)));
   answer();
@@ -326,9 +336,7 @@ ui.message.addEventListener("keydown", (event) => {
 ui.stop.addEventListener("click", stopReply);
 ui.conversation.addEventListener("click", onMessageAction);
 ui.list.addEventListener("click", onListAction);
-ui.model.addEventListener("change", () => {
-  ui.demoNote.hidden = roots[ui.model.value] !== DEMO_MODEL;
-});
+ui.model.addEventListener("change", modelChosen);
 ui.newChat.addEventListener("click", () => {
   if (current) return;
   chats.create();

@@ -43,10 +43,17 @@ export function wireMessages(messages) {
   messages.forEach((message, i) => {
     const next = messages[i + 1];
     const unanswered = next && next.role === "assistant" && !next.content;
-    if (message.role === "user" && !unanswered) wire.push({ role: "user", content: message.content });
+    if (message.role === "user" && !unanswered) wire.push(question(message));
     if (message.role === "assistant" && message.content) {
       wire.push({ role: "assistant", content: message.content });
     }
   });
   return wire;
+}
+
+/** A question as the server takes it: text, or text and images (OpenAI's content parts). */
+function question(message) {
+  if (!message.images || !message.images.length) return { role: "user", content: message.content };
+  const images = message.images.map((url) => ({ type: "image_url", image_url: { url } }));
+  return { role: "user", content: [{ type: "text", text: message.content }, ...images] };
 }

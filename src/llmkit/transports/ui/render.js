@@ -1,5 +1,6 @@
 // One message of the conversation as the page shows it: who, reasoning (collapsible),
 // text (markdown for the assistant), tool calls, a note (stopped, error) and its buttons.
+import { thumbnail } from "./attach.js";
 import { renderMarkdown } from "./markdown.js";
 
 function el(tag, className, text) {
@@ -16,7 +17,7 @@ function button(action, label) {
   return node;
 }
 
-/** A new element for `message` ({role, content, reasoning, toolCalls, status, error}). */
+/** A new element for `message` ({role, content, images, reasoning, toolCalls, status, error}). */
 export function messageElement(message) {
   const item = el("article", "message " + message.role);
   const who = el("h2", "", message.role === "user" ? "You" : "Assistant");
@@ -35,7 +36,7 @@ export function updateMessage(item, message) {
   if (message.role === "assistant") {
     renderMarkdown(text, message.content || "");
   } else {
-    text.textContent = message.content;
+    text.replaceChildren(message.content, ...(message.images || []).map(thumbnail));
   }
   const reasoning = item.querySelector(".reasoning");
   reasoning.hidden = !message.reasoning;
