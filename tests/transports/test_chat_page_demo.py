@@ -94,8 +94,8 @@ def test_the_page_loads_clean_says_demo_and_fits_a_phone(demo, browser):
     icon = httpx.get(urljoin(page.url, page.locator("link[rel=icon]").get_attribute("href")))
     assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
     assert httpx.get(demo.url + "/favicon.ico").status_code == 200
-    ask(page, "Hello there", 24)
-    page.get_by_role("button", name="Chats").click()  # the side panel, open, fits too
+    ask(page, "Hello there", 24)  # the settings are in the side panel, opened by Chats
+    expect(page.get_by_label("System prompt")).to_be_visible()  # it fits too
     watch_reply(page)
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     assert page.evaluate("document.body.scrollWidth") <= 375
