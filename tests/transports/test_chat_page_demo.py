@@ -35,7 +35,10 @@ from serve_helpers import metric
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
 
-# What the markdown test forces the demo model to answer, through a choice.
+# What the markdown test forces the demo model to answer, through a choice: reasoning
+# (the server runs the qwen3 parser: only an answer that opens with <think> has any) and
+# markdown.
+REASONING = "Lists and tables help."
 MARKDOWN = (
     "Steps:\n\n- first\n- second\n\n```python\nprint('copied')\n```\n\n"
     "| name | value |\n| --- | --- |\n| a | 1 |\n\n"
@@ -45,7 +48,9 @@ MARKDOWN = (
 
 @pytest.fixture(scope="module")
 def demo(module_server):
-    return module_server("demo", "--log-prompts", "--log-level", "info")
+    return module_server(
+        "demo", "--reasoning-parser", "qwen3", "--log-prompts", "--log-level", "info"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +199,7 @@ def test_the_newest_reply_stays_in_view(demo, context):
     assert len(page.locator(".message.assistant").all()) == 10
 
 
-def test_a_markdown_answer_renders_and_runs_nothing(demo, context):
+def test_a_markdown_answer_renders_with_its_reasoning_and_runs_nothing(demo, context):
     page = context.new_page()
 
     # The page's request, forced to answer MARKDOWN (structured output) on its way out.
@@ -204,7 +209,8 @@ def test_a_markdown_answer_renders_and_runs_nothing(demo, context):
         def to_server(message):
             data = json.loads(message)
             if data.get("type") == "chat.completions.create":
-                data["body"]["structured_outputs"] = {"choice": [MARKDOWN]}
+                answer = f"<think>{REASONING}</think>{MARKDOWN}"
+                data["body"]["structured_outputs"] = {"choice": [answer]}
                 data["body"]["max_tokens"] = 200
             server.send(json.dumps(data))
 
@@ -216,6 +222,11 @@ def test_a_markdown_answer_renders_and_runs_nothing(demo, context):
     ask(page, "Show me markdown")
     watch_reply(page)
     reply = page.locator(".message.assistant").last
+    # The reasoning has a block of its own, which folds away.
+    reasoning = reply.locator("details.reasoning")
+    expect(reasoning.locator(".reasoning-text")).to_have_text(REASONING)
+    reasoning.locator("summary").click()
+    expect(reasoning.locator(".reasoning-text")).to_be_hidden()
     expect(reply.locator(".text ul > li")).to_have_text(["first", "second"])
     expect(reply.locator(".text table td")).to_have_text(["a", "1"])
     expect(reply.locator(".text pre code")).to_have_text("print('copied')\n")
@@ -260,9 +271,12 @@ def test_conversations_are_kept_and_switched(demo, context):
         "Second conversation",
         "First conversation",
     ]
+    page.once("dialog", lambda dialog: dialog.accept("Renamed"))
+    page.get_by_role("button", name="Rename First conversation").click()
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Delete Second conversation").click()
-    expect(page.locator("#conversations .open")).to_have_text(["First conversation"])
+    expect(page.locator("#conversations .open")).to_have_text(["Renamed"])
+    expect(page.locator(".message.user .text")).to_have_text(["First conversation"])
 
 
 def test_settings_reach_the_request_and_are_kept(demo, context):

@@ -296,16 +296,23 @@ function onMessageAction(event) {
   }
 }
 
+function busyNote() {
+  setStatus("A reply is being written: stop it, or wait for it, first.");
+}
+
 function onListAction(event) {
   const target = event.target.closest("button");
-  if (!target || current) return;
+  if (!target) return;
+  if (current) return busyNote();
   const id = target.closest("li").dataset.id;
+  const title = chats.all.find((c) => c.id === id).title;
   if (target.dataset.action === "open") {
     chats.open(id);
   } else if (target.dataset.action === "rename") {
-    const title = prompt("Rename the conversation", chats.all.find((c) => c.id === id).title);
-    if (title) chats.rename(id, title);
+    const renamed = prompt("Rename the conversation", title);
+    if (renamed) chats.rename(id, renamed);
   } else if (target.dataset.action === "delete") {
+    if (!confirm(`Delete the conversation "${title}"?`)) return;
     chats.remove(id);
   }
   showConversation();
@@ -338,7 +345,7 @@ ui.conversation.addEventListener("click", onMessageAction);
 ui.list.addEventListener("click", onListAction);
 ui.model.addEventListener("change", modelChosen);
 ui.newChat.addEventListener("click", () => {
-  if (current) return;
+  if (current) return busyNote();
   chats.create();
   showConversation();
   setStatus("New chat.");

@@ -111,7 +111,7 @@ function deltaOf(data) {
 export class LlmkitClient extends EventTarget {
   constructor({ url = "v1/ws", apiKey = "" } = {}) {
     super();
-    const ws = new URL(url, document.baseURI);
+    const ws = new URL(url, globalThis.document ? document.baseURI : location.href);
     ws.protocol = ws.protocol === "https:" ? "wss:" : ws.protocol === "http:" ? "ws:" : ws.protocol;
     this.url = ws.href;
     this.apiKey = apiKey;
