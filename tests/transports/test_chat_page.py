@@ -46,6 +46,7 @@ def test_the_page_asks_for_the_key_and_then_works(module_server, browser):
     key = page.get_by_label("API key")
     expect(key).to_be_visible()
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    expect(page.locator("#model option")).to_have_text(["needs an API key"])
     key.fill("wrong")
     page.get_by_role("button", name="Use key").click()
     expect(page.locator("#key-help")).to_contain_text("refused")
