@@ -132,15 +132,18 @@ async function connect() {
 
 function onState({ state, reason, code, shuttingDown }) {
   if (state === "open") {
+    if (!ui.status.textContent || ui.badge.textContent === "disconnected") setStatus("Ready.");
     setBadge("connected");
-    setStatus("Ready.");
   } else if (state === "connecting") {
+    if (ui.badge.textContent !== "disconnected") setBadge("connecting");
+  } else if (code === 1000) {
+    // The server closed a socket left idle (or the page replaced it): open one again.
     setBadge("connecting");
+    if (retry === null) retry = setTimeout(connect, 0);
   } else {
     setBadge("disconnected", reason);
     setStatus(shuttingDown ? "The server is shutting down." : `Disconnected: ${reason}.`);
-    // An idle socket the server closed comes back at once; a lost server is looked for.
-    if (retry === null) retry = setTimeout(connect, code === 1000 ? 0 : RETRY_MS);
+    if (retry === null) retry = setTimeout(connect, RETRY_MS); // looks for the server again
   }
 }
 
