@@ -37,8 +37,9 @@ const SETTING_FIELDS = { system: "system", temperature: "temperature", top_p: "t
 const chats = new Conversations();
 const follow = new Follow(ui.conversation, $("jump"));
 const attachments = new Attachments($("attach"), $("image"), $("attachments"));
-let settings = loadSettings();
+const settings = loadSettings();
 let models = {}; // model id -> its /v1/models card
+let chosenModel = ""; // kept while the list is away (no key, no server)
 let client = null;
 let current = null; // the reply streaming now: {stream, message, item}
 let retry = null;
@@ -57,6 +58,7 @@ function emptyModels(why) {
 // What the chosen model is: the demo (say its text is noise), one that takes images.
 function modelChosen() {
   const card = models[ui.model.value];
+  if (card) chosenModel = card.id;
   ui.demoNote.hidden = !card || card.root !== DEMO_MODEL;
   attachments.enable(Boolean(card && (card.input_modalities || []).includes("image")));
   updateSend();
@@ -99,8 +101,8 @@ async function loadModels() {
     emptyModels("the server lists no models");
     return true;
   }
-  const chosen = ui.model.value;
-  ui.model.replaceChildren(...cards.map((m) => new Option(m.id, m.id, false, m.id === chosen)));
+  const chosen = (m) => m.id === chosenModel;
+  ui.model.replaceChildren(...cards.map((m) => new Option(m.id, m.id, false, chosen(m))));
   ui.model.disabled = false;
   modelChosen();
   return true;
@@ -112,7 +114,8 @@ function setBadge(state, title = "") {
   ui.badge.title = title;
 }
 
-// Connected when the models list and the socket opens; otherwise looks again shortly.
+// Connected once the models are listed and the socket is open; otherwise it looks again
+// shortly (unless it waits for a key).
 async function connect() {
   clearTimeout(retry);
   retry = null;
@@ -204,7 +207,8 @@ async function answer() {
     return;
   }
   const stream = client.chat(body);
-  const reply = { stream, message, item, chunks: 0, usage: null, sentAt: performance.now(), firstAt: 0 };
+  const sentAt = performance.now();
+  const reply = { stream, message, item, chunks: 0, usage: null, sentAt, firstAt: 0 };
   current = reply;
   updateSend();
   refreshActions();
@@ -241,7 +245,8 @@ async function answer() {
   if (current === reply) current = null;
   item.classList.remove("streaming");
   if (!message.toolCalls.length) delete message.toolCalls;
-  draw(reply, message.status === "failed" ? "" : message.status === "stopped" ? "Stopped: " : "Done: ");
+  const ended = { failed: "", stopped: "Stopped: " }[message.status] ?? "Done: ";
+  draw(reply, ended);
   if (message.status === "failed") setStatus("Failed."); // the reason is in the reply, once
   if (chats.all.includes(conversation)) chats.touch();
   updateSend();
@@ -258,7 +263,9 @@ function draw(reply, prefix) {
 
 function ask(text) {
   const images = attachments.take();
-  chats.current.messages.push(images.length ? { role: "user", content: text, images } : { role: "user", content: text });
+  const question = { role: "user", content: text };
+  if (images.length) question.images = images;
+  chats.current.messages.push(question);
   chats.touch();
   ui.conversation.append(messageElement(chats.current.messages.at(-1)));
   answer();
@@ -286,6 +293,7 @@ function onMessageAction(event) {
   } else if (target.dataset.action === "edit" && !current) {
     // The question comes back to the box; sending it replaces the turn.
     ui.message.value = messages[index].content;
+    attachments.put(messages[index].images || []);
     messages.splice(index);
     chats.touch();
     showConversation();
@@ -311,6 +319,7 @@ function onListAction(event) {
   const title = chats.all.find((c) => c.id === id).title;
   if (target.dataset.action === "open") {
     chats.open(id);
+    showSide(false); // on a narrow screen, the conversation it opened
   } else if (target.dataset.action === "rename") {
     const renamed = prompt("Rename the conversation", title);
     if (renamed) chats.rename(id, renamed);
@@ -319,6 +328,12 @@ function onListAction(event) {
     chats.remove(id);
   }
   showConversation();
+}
+
+// The side panel over the conversation (narrow screens; wide ones always show it).
+function showSide(open) {
+  ui.side.classList.toggle("open", open);
+  ui.menu.setAttribute("aria-expanded", String(open));
 }
 
 function showSettings() {
@@ -351,14 +366,12 @@ ui.newChat.addEventListener("click", () => {
   if (current) return busyNote();
   chats.create();
   showConversation();
+  showSide(false);
   setStatus("New chat.");
   ui.message.focus();
 });
 ui.exportChats.addEventListener("click", () => exportConversations(chats.all));
-ui.menu.addEventListener("click", () => {
-  const open = ui.side.classList.toggle("open");
-  ui.menu.setAttribute("aria-expanded", String(open));
-});
+ui.menu.addEventListener("click", () => showSide(!ui.side.classList.contains("open")));
 ui.keyForm.addEventListener("submit", (event) => {
   event.preventDefault();
   sessionStorage.setItem(KEY_STORAGE, ui.key.value.trim());

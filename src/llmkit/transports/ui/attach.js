@@ -24,6 +24,12 @@ export class Attachments {
     this.show();
   }
 
+  /** Attach these again (an edited question's). */
+  put(urls) {
+    this.urls = [...urls];
+    this.show();
+  }
+
   /** The attached images' URLs; the next question starts with none. */
   take() {
     const urls = this.urls;
