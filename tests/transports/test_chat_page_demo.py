@@ -199,26 +199,32 @@ def test_the_newest_reply_stays_in_view(demo, context):
     assert len(page.locator(".message.assistant").all()) == 10
 
 
-def test_a_markdown_answer_renders_with_its_reasoning_and_runs_nothing(demo, context):
-    page = context.new_page()
+def with_requests_changed(page: Page, url: str, change: dict) -> None:
+    """Open the page with ``change`` merged into each request's body on its way out."""
 
-    # The page's request, forced to answer MARKDOWN (structured output) on its way out.
-    def force(ws):
+    def route(ws):
         server = ws.connect_to_server()
 
         def to_server(message):
             data = json.loads(message)
             if data.get("type") == "chat.completions.create":
-                answer = f"<think>{REASONING}</think>{MARKDOWN}"
-                data["body"]["structured_outputs"] = {"choice": [answer]}
-                data["body"]["max_tokens"] = 200
+                data["body"].update(change)
             server.send(json.dumps(data))
 
         ws.on_message(to_server)
 
-    page.route_web_socket(re.compile(r"/v1/ws$"), force)
-    page.goto(demo.url + "/")
+    page.route_web_socket(re.compile(r"/v1/ws$"), route)
+    page.goto(url + "/")
     expect(page.locator("#connection")).to_have_text("connected")
+
+
+def test_a_markdown_answer_renders_with_its_reasoning_and_runs_nothing(demo, context):
+    page = context.new_page()
+    # The answer forced with structured output.
+    answer = f"<think>{REASONING}</think>{MARKDOWN}"
+    with_requests_changed(
+        page, demo.url, {"structured_outputs": {"choice": [answer]}, "max_tokens": 200}
+    )
     ask(page, "Show me markdown")
     watch_reply(page)
     reply = page.locator(".message.assistant").last
@@ -239,6 +245,25 @@ def test_a_markdown_answer_renders_with_its_reasoning_and_runs_nothing(demo, con
     assert reply.locator("script, [onerror]").count() == 0
     assert page.evaluate("window.pwned") is None
     screenshot(page, "chat_page_markdown.png")
+
+
+def test_a_tool_call_shows_as_a_call(demo, context):
+    page = context.new_page()
+    city = {"type": "string", "enum": ["Paris"]}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": city}, "required": ["city"]},
+        },
+    }
+    # A named tool_choice: the model must call it (its arguments follow the schema).
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    with_requests_changed(page, demo.url, {"tools": [tool], "tool_choice": choice})
+    ask(page, "What is the weather in Paris?")
+    watch_reply(page)
+    call = page.locator(".message.assistant").last.locator(".tool-call")
+    expect(call).to_have_text(re.compile(r'^get_weather\(\{\s*"city"\s*:\s*"Paris"\s*\}\)$'))
 
 
 def test_conversations_are_kept_and_switched(demo, context):
