@@ -1,5 +1,6 @@
 """Images in chat over HTTP: data: URLs always, http(s) and file: URLs only where the server
-allows them; the openai client gets the tokens LLM.generate gives for the same image."""
+allows them; the openai client gets the tokens LLM.generate gives for the same image. The
+chat page offers attaching an image to a model that takes them, over /v1/ws."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from page_helpers import Frames, ask, chromium, expect, watch_reply
 from PIL import Image
 
 from llmkit import LLM, SamplingParams
@@ -147,3 +149,33 @@ def test_images_to_a_text_only_model_are_400s(module_server, tiny_model):
         model="tiny", messages=[{"role": "user", "content": "Hello"}], max_tokens=2
     )
     assert reply.choices[0].message.content is not None
+    assert text_client.models.list().data[0].input_modalities == ["text"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    yield from chromium()
+
+
+def test_the_chat_page_attaches_an_image(llava_server, client, media_dir, browser):
+    assert client.models.list().data[0].input_modalities == ["text", "image"]
+    page = browser.new_page()
+    frames = Frames(page)
+    page.goto(llava_server.url + "/")
+    page.get_by_label("Attach image").set_input_files(media_dir / "one.png")
+    expect(page.get_by_role("button", name="Remove image 1")).to_be_visible()
+    ask(page, "What is in this image?", MAX_TOKENS)
+    watch_reply(page)
+    expect(page.get_by_role("status")).to_contain_text("Done:")
+    expect(page.locator(".message.user img")).to_have_count(1)
+    messages = frames.requests()[0]["body"]["messages"]
+    url = data_url((media_dir / "one.png").read_bytes())
+    assert messages[0]["content"][1] == {"type": "image_url", "image_url": {"url": url}}
+    usage = [m for m in frames.received if m["type"] == "chunk"][-1]["data"]["usage"]
+    page.close()
+    # The image reached the model: the prompt counts its tokens, as over HTTP.
+    over_http = client.chat.completions.create(model="llava", messages=messages, max_tokens=1)
+    assert usage["prompt_tokens"] == over_http.usage.prompt_tokens
+    text_only = [{"role": "user", "content": "What is in this image?"}]
+    alone = client.chat.completions.create(model="llava", messages=text_only, max_tokens=1)
+    assert usage["prompt_tokens"] > alone.usage.prompt_tokens

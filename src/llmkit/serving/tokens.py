@@ -18,12 +18,13 @@ from llmkit.serving.errors import bad_request
 
 def list_models(ctx: ServingContext) -> ModelList:
     info = ctx.engine.model_info
-    cards = [
-        ModelCard(id=name, root=info.name, max_model_len=info.max_model_len)
-        for name in ctx.model_names
-    ]
+    common: dict = {
+        "max_model_len": info.max_model_len,
+        "input_modalities": ["text", "image"] if info.supports_images else ["text"],
+    }
+    cards = [ModelCard(id=name, root=info.name, **common) for name in ctx.model_names]
     cards += [
-        ModelCard(id=name, root=lora.path, parent=ctx.model_name, max_model_len=info.max_model_len)
+        ModelCard(id=name, root=lora.path, parent=ctx.model_name, **common)
         for name, lora in ctx.loras.adapters.items()
     ]
     return ModelList(data=cards)

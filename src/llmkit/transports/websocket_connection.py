@@ -39,7 +39,7 @@ from llmkit.protocol.websocket import (
     parse_message,
     protocol_error,
 )
-from llmkit.serving import chat, completions
+from llmkit.serving import chat, completions, media
 from llmkit.serving.chat import ChatJob
 from llmkit.serving.completions import CompletionJob
 from llmkit.serving.context import ServingContext
@@ -222,7 +222,8 @@ class Connection:
         try:
             if message.kind == "chat.completions.create":
                 req = ChatCompletionRequest.model_validate(body)
-                job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}")
+                images = await media.chat_images(ctx, req.messages)
+                job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}", images)
                 return _Request(job)
             creq = CompletionRequest.model_validate(body)
             return _Request(

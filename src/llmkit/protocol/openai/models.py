@@ -18,6 +18,9 @@ class ModelCard(BaseModel):
     root: str | None = None
     parent: str | None = None  # a LoRA adapter's base model
     max_model_len: int | None = None
+    # What a prompt may hold, as OpenRouter's models list says it: "text", and "image" for
+    # a vision model (the chat page offers image attachment from it).
+    input_modalities: list[Literal["text", "image"]] = ["text"]
 
 
 class ModelList(BaseModel):

@@ -1,283 +1,385 @@
-// The llmkit chat page: models from v1/models, replies streamed over the v1/ws WebSocket.
-// Every URL is relative to the page, so it works wherever the app is mounted.
-"use strict";
+// The llmkit chat page: models from v1/models, replies streamed over v1/ws with the
+// llmkit-ws.js client, conversations and settings kept in this browser. Every URL is
+// relative to the page, so it works wherever the app is mounted.
+import { Attachments } from "./attach.js";
+import { Follow } from "./follow.js";
+import { LlmkitClient } from "./llmkit-ws.js";
+import { codeOf, copyText } from "./markdown.js";
+import { messageElement, setActions, updateMessage } from "./render.js";
+import { Conversations, loadSettings, saveSettings } from "./store.js";
+import { conversationList, exportConversations, wireMessages } from "./chats.js";
 
-(() => {
-  const PROTOCOL = "llmkit.json";
-  const DEMO_MODEL = "demo"; // the random-weight demo, whatever name it is served under
-  const KEY_STORAGE = "llmkit.apiKey";
-  const $ = (id) => document.getElementById(id);
-  const ui = {
-    model: $("model"),
-    maxTokens: $("max-tokens"),
-    newChat: $("new-chat"),
-    demoNote: $("demo-note"),
-    keyForm: $("key-form"),
-    keyHelp: $("key-help"),
-    key: $("api-key"),
-    conversation: $("conversation"),
-    status: $("status"),
-    chatForm: $("chat-form"),
-    message: $("message"),
-    send: $("send"),
-    stop: $("stop"),
-  };
-  let roots = {}; // model id -> what it was loaded from (/v1/models' root)
-  // The conversation as the server sees it: every turn is sent again with the next one.
-  const history = [];
-  let socket = null;
-  let opened = null;
-  let current = null; // the reply streaming now
-  let counter = 0;
+const DEMO_MODEL = "demo"; // the random-weight demo, whatever name it is served under
+const KEY_STORAGE = "llmkit.apiKey";
+const RETRY_MS = 1500; // how often a page that lost the server looks for it again
+const $ = (id) => document.getElementById(id);
+const ui = {
+  menu: $("menu"),
+  side: $("side"),
+  model: $("model"),
+  badge: $("connection"),
+  demoNote: $("demo-note"),
+  keyForm: $("key-form"),
+  keyHelp: $("key-help"),
+  key: $("api-key"),
+  list: $("conversations"),
+  newChat: $("new-chat"),
+  exportChats: $("export"),
+  settings: $("settings"),
+  conversation: $("conversation"),
+  status: $("status"),
+  chatForm: $("chat-form"),
+  message: $("message"),
+  send: $("send"),
+  stop: $("stop"),
+};
+const SETTING_FIELDS = { system: "system", temperature: "temperature", top_p: "top-p", max_tokens: "max-tokens" };
+const chats = new Conversations();
+const follow = new Follow(ui.conversation, $("jump"));
+const attachments = new Attachments($("attach"), $("image"), $("attachments"));
+const settings = loadSettings();
+let models = {}; // model id -> its /v1/models card
+let chosenModel = ""; // kept while the list is away (no key, no server)
+let client = null;
+let current = null; // the reply streaming now: {stream, message, item}
+let retry = null;
 
-  const apiKey = () => sessionStorage.getItem(KEY_STORAGE) || "";
-  const setStatus = (text) => {
-    ui.status.textContent = text;
-  };
+const apiKey = () => sessionStorage.getItem(KEY_STORAGE) || "";
+const setStatus = (text) => {
+  ui.status.textContent = text;
+};
 
-  function showKeyForm(message) {
-    ui.keyHelp.textContent = message;
-    ui.keyForm.hidden = false;
-    ui.send.disabled = true;
-    ui.key.focus();
+function emptyModels(why) {
+  ui.model.replaceChildren(new Option(why, ""));
+  ui.model.disabled = true;
+  modelChosen();
+}
+
+// What the chosen model is: the demo (say its text is noise), one that takes images.
+function modelChosen() {
+  const card = models[ui.model.value];
+  if (card) chosenModel = card.id;
+  ui.demoNote.hidden = !card || card.root !== DEMO_MODEL;
+  attachments.enable(Boolean(card && (card.input_modalities || []).includes("image")));
+  updateSend();
+}
+
+function updateSend() {
+  ui.send.disabled = ui.model.disabled || current !== null;
+  ui.stop.disabled = current === null;
+}
+
+// Lists the models; false when the server is away or wants a (new) key.
+async function loadModels() {
+  const key = apiKey();
+  let response;
+  try {
+    response = await fetch("v1/models", { headers: key ? { Authorization: "Bearer " + key } : {} });
+  } catch {
+    emptyModels("server unreachable");
+    return false;
   }
-
-  // Lists the models, or asks for a key when the server wants one; ``quiet`` leaves the
-  // status line as it is unless a key is needed.
-  async function loadModels(quiet = false) {
-    const key = apiKey();
-    let response;
-    try {
-      response = await fetch("v1/models", {
-        headers: key ? { Authorization: "Bearer " + key } : {},
-      });
-    } catch (err) {
-      setStatus("Cannot reach the server: " + err.message);
-      return false;
-    }
-    if (response.status === 401) {
-      sessionStorage.removeItem(KEY_STORAGE);
-      showKeyForm(
-        key
-          ? "The server refused that API key; enter another."
-          : "This server needs an API key. It is kept in this tab only.",
-      );
-      setStatus("An API key is needed.");
-      return false;
-    }
-    if (!response.ok) {
-      setStatus(`Listing the models failed: HTTP ${response.status}`);
-      return false;
-    }
-    const models = (await response.json()).data || [];
-    const chosen = ui.model.value;
-    roots = Object.fromEntries(models.map((m) => [m.id, m.root]));
-    ui.model.replaceChildren(
-      ...models.map((m) => new Option(m.id, m.id, false, m.id === chosen)),
-    );
-    showDemoNote();
-    ui.keyForm.hidden = true;
-    ui.model.disabled = models.length === 0;
-    ui.send.disabled = models.length === 0 || current !== null;
-    if (!quiet) setStatus(models.length ? "Ready." : "The server lists no models.");
+  if (response.status === 401) {
+    sessionStorage.removeItem(KEY_STORAGE);
+    ui.keyHelp.textContent = key
+      ? "The server refused that API key; enter another."
+      : "This server needs an API key. It is kept in this tab only.";
+    ui.keyForm.hidden = false;
+    emptyModels("needs an API key");
+    setStatus("An API key is needed.");
+    ui.key.focus();
+    return false;
+  }
+  if (!response.ok) {
+    emptyModels(`listing failed (HTTP ${response.status})`);
+    return false;
+  }
+  const cards = (await response.json()).data || [];
+  models = Object.fromEntries(cards.map((m) => [m.id, m]));
+  ui.keyForm.hidden = true;
+  if (!cards.length) {
+    emptyModels("the server lists no models");
     return true;
   }
+  const chosen = (m) => m.id === chosenModel;
+  ui.model.replaceChildren(...cards.map((m) => new Option(m.id, m.id, false, chosen(m))));
+  ui.model.disabled = false;
+  modelChosen();
+  return true;
+}
 
-  function showDemoNote() {
-    ui.demoNote.hidden = roots[ui.model.value] !== DEMO_MODEL;
+function setBadge(state, title = "") {
+  ui.badge.textContent = state;
+  ui.badge.className = "badge " + state;
+  ui.badge.title = title;
+}
+
+// Connected once the models are listed and the socket is open; otherwise it looks again
+// shortly (unless it waits for a key).
+async function connect() {
+  clearTimeout(retry);
+  retry = null;
+  if (!(await loadModels())) {
+    setBadge("disconnected");
+    if (ui.keyForm.hidden) retry = setTimeout(connect, RETRY_MS);
+    return;
   }
-
-  function closeReason(event) {
-    if (event.code === 1013) return "the server is busy (too many connections); try again";
-    if (event.code === 1009) return "the message was too large for the server";
-    if (event.code === 1006) return "the server refused or dropped the connection";
-    return `the connection closed (code ${event.code}${event.reason ? ": " + event.reason : ""})`;
+  if (!client || client.apiKey !== apiKey()) {
+    if (client) client.close(); // a new key: a new socket
+    const mine = new LlmkitClient({ url: "v1/ws", apiKey: apiKey() });
+    mine.addEventListener("state", (event) => mine === client && onState(event.detail));
+    client = mine;
   }
+  if (client.state === "closed") client.connect();
+}
 
-  function connect() {
-    if (socket && socket.readyState <= WebSocket.OPEN) return opened;
-    const url = new URL("v1/ws", location.href);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    url.search = "";
-    url.hash = "";
-    const key = apiKey();
-    // Browsers cannot set Authorization on a WebSocket: the key travels as a subprotocol.
-    const ws = new WebSocket(url, key ? [PROTOCOL, "llmkit.bearer." + key] : [PROTOCOL]);
-    socket = ws;
-    opened = new Promise((resolve, reject) => {
-      ws.addEventListener("open", () => resolve(ws), { once: true });
-      ws.addEventListener("close", (event) => reject(new Error(closeReason(event))), {
-        once: true,
-      });
-    });
-    ws.addEventListener("message", (event) => onMessage(event.data));
-    ws.addEventListener("close", (event) => {
-      if (socket === ws) socket = null;
-      if (current) finish("failed", closeReason(event));
-    });
-    return opened;
+function onState({ state, reason, code, shuttingDown }) {
+  if (state === "open") {
+    if (!ui.status.textContent || ui.badge.textContent === "disconnected") setStatus("Ready.");
+    setBadge("connected");
+  } else if (state === "connecting") {
+    if (ui.badge.textContent !== "disconnected") setBadge("connecting");
+  } else if (code === 1000) {
+    // The server closed a socket left idle (or the page replaced it): open one again.
+    setBadge("connecting");
+    if (retry === null) retry = setTimeout(connect, 0);
+  } else {
+    setBadge("disconnected", reason);
+    setStatus(shuttingDown ? "The server is shutting down." : `Disconnected: ${reason}.`);
+    if (retry === null) retry = setTimeout(connect, RETRY_MS); // looks for the server again
   }
+}
 
-  function addMessage(role, text) {
-    const item = document.createElement("article");
-    item.className = "message " + role;
-    const who = document.createElement("h2");
-    who.textContent = role === "user" ? "You" : "Assistant";
-    const body = document.createElement("p");
-    body.className = "text";
-    body.textContent = text;
-    item.append(who, body);
-    ui.conversation.append(item);
-    item.scrollIntoView({ block: "end" });
-    return item;
+function showConversation() {
+  ui.conversation.replaceChildren(...chats.current.messages.map(messageElement));
+  refreshActions();
+  ui.list.replaceChildren(...conversationList(chats));
+  follow.toBottom();
+}
+
+function refreshActions() {
+  const messages = chats.current.messages;
+  const items = ui.conversation.querySelectorAll(".message");
+  const lastUser = messages.map((m) => m.role).lastIndexOf("user");
+  messages.forEach((message, i) => {
+    const last = message.role === "user" ? i === lastUser : i === messages.length - 1;
+    setActions(items[i], message, last, current !== null);
+  });
+}
+
+function requestBody() {
+  const messages = wireMessages(chats.current.messages);
+  if (settings.system.trim()) messages.unshift({ role: "system", content: settings.system });
+  const body = { model: ui.model.value, messages, stream_options: { include_usage: true } };
+  // An empty setting leaves the server's default.
+  const numbers = { temperature: parseFloat, top_p: parseFloat, max_tokens: (v) => parseInt(v, 10) };
+  for (const [name, parse] of Object.entries(numbers)) {
+    const value = parse(settings[name]);
+    if (!Number.isNaN(value)) body[name] = value;
   }
+  return body;
+}
 
-  function rate(reply) {
-    const tokens = reply.usage ? reply.usage.completion_tokens : reply.chunks;
-    const seconds = (performance.now() - reply.sentAt) / 1000;
-    const parts = [`${tokens} tokens`, `${(tokens / Math.max(seconds, 1e-3)).toFixed(1)} tokens/s`];
-    if (reply.firstAt) parts.push(`first token after ${Math.round(reply.firstAt - reply.sentAt)} ms`);
-    return parts.join(" · ");
+function rate(reply) {
+  const tokens = reply.usage ? reply.usage.completion_tokens : reply.chunks;
+  const seconds = (performance.now() - reply.sentAt) / 1000;
+  const parts = [`${tokens} tokens`, `${(tokens / Math.max(seconds, 1e-3)).toFixed(1)} tokens/s`];
+  if (reply.firstAt) parts.push(`first token after ${Math.round(reply.firstAt - reply.sentAt)} ms`);
+  return parts.join(" · ");
+}
+
+// Ask for the answer to the conversation as it stands (its last message is the question).
+async function answer() {
+  const message = { role: "assistant", content: "", reasoning: "", toolCalls: [] };
+  const conversation = chats.current;
+  const body = requestBody();
+  conversation.messages.push(message);
+  const item = messageElement(message);
+  item.classList.add("streaming");
+  item.querySelector(".reasoning").open = true; // reasoning shows as it streams
+  ui.conversation.append(item);
+  if (!client) await connect();
+  if (!client) {
+    message.status = "failed";
+    message.error = "the server cannot be reached";
+    updateMessage(item, message);
+    item.classList.remove("streaming");
+    return;
   }
-
-  function onMessage(data) {
-    let msg;
-    try {
-      msg = JSON.parse(data);
-    } catch {
-      return;
-    }
-    if (msg.type === "error" && (msg.id === null || msg.id === undefined)) {
-      setStatus("Server error: " + msg.error.message);
-      return;
-    }
-    // Messages for a reply that was stopped or given up on are left unread.
-    if (!current || msg.id !== current.id) return;
-    if (msg.type === "chunk") {
-      const choice = (msg.data.choices || [])[0];
-      const delta = choice && choice.delta && choice.delta.content;
-      if (delta) {
-        if (!current.firstAt) current.firstAt = performance.now();
-        current.chunks += 1;
-        current.text += delta;
-        current.body.textContent = current.text;
+  const stream = client.chat(body);
+  const sentAt = performance.now();
+  const reply = { stream, message, item, chunks: 0, usage: null, sentAt, firstAt: 0 };
+  current = reply;
+  updateSend();
+  refreshActions();
+  follow.toBottom();
+  setStatus("Sending…");
+  let drawn = false;
+  try {
+    for await (const delta of stream) {
+      if (delta.content || delta.reasoning) {
+        reply.firstAt = reply.firstAt || performance.now();
+        reply.chunks += 1;
       }
-      if (msg.data.usage) current.usage = msg.data.usage;
-      setStatus("Generating: " + rate(current));
-    } else if (msg.type === "error") {
-      finish("failed", msg.error.message);
-    } else if (msg.type === "done") {
-      finish(msg.status);
-    }
-  }
-
-  function setBusy(busy) {
-    ui.conversation.setAttribute("aria-busy", busy ? "true" : "false");
-    ui.send.disabled = busy || ui.model.disabled;
-    ui.stop.disabled = !busy;
-  }
-
-  function finish(status, error) {
-    const reply = current;
-    current = null;
-    reply.item.classList.remove("streaming");
-    if (reply.text) {
-      // A stopped reply stays in the conversation as far as it got.
-      history.push({ role: "assistant", content: reply.text });
-    } else {
-      history.pop(); // the question got no answer: it is not sent again
-      reply.body.textContent = status === "cancelled" ? "(stopped)" : "";
-    }
-    if (status === "finished") {
-      setStatus("Done: " + rate(reply));
-    } else if (status === "cancelled") {
-      setStatus("Stopped: " + rate(reply));
-    } else {
-      reply.item.classList.add("failed");
-      const note = document.createElement("p");
-      note.className = "error";
-      note.textContent = "Error: " + (error || "the request failed");
-      reply.item.append(note);
-      setStatus("Failed."); // the reason is in the reply, once
-    }
-    setBusy(false);
-    ui.message.focus();
-  }
-
-  async function send(text) {
-    const model = ui.model.value;
-    const maxTokens = parseInt(ui.maxTokens.value, 10);
-    history.push({ role: "user", content: text });
-    addMessage("user", text);
-    const item = addMessage("assistant", "");
-    item.classList.add("streaming");
-    const id = "c" + ++counter;
-    current = { id, item, body: item.querySelector(".text"), text: "", chunks: 0, usage: null };
-    current.sentAt = performance.now();
-    current.firstAt = 0;
-    setBusy(true);
-    setStatus("Sending…");
-    const body = { model, messages: history.slice(), stream_options: { include_usage: true } };
-    if (maxTokens > 0) body.max_tokens = maxTokens;
-    let ws;
-    try {
-      ws = await connect();
-    } catch (err) {
-      if (current && current.id === id) finish("failed", err.message);
-      loadModels(true); // a refused key shows the key form again
-      return;
-    }
-    if (!current || current.id !== id) return; // stopped while connecting
-    ws.send(JSON.stringify({ type: "chat.completions.create", id, body }));
-  }
-
-  function stop() {
-    if (!current) return;
-    ui.stop.disabled = true;
-    if (socket && socket.readyState === WebSocket.OPEN) {
-      socket.send(JSON.stringify({ type: "cancel", id: current.id }));
-      setStatus("Stopping…");
-    } else {
-      finish("cancelled");
-    }
-  }
-
-  ui.chatForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    const text = ui.message.value.trim();
-    if (!text || current || ui.send.disabled) return;
-    ui.message.value = "";
-    send(text);
-  });
-  ui.message.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      ui.chatForm.requestSubmit();
-    }
-  });
-  ui.stop.addEventListener("click", stop);
-  ui.model.addEventListener("change", showDemoNote);
-  ui.newChat.addEventListener("click", () => {
-    if (current) {
-      // What is still on its way for the old reply is left unread.
-      if (socket && socket.readyState === WebSocket.OPEN) {
-        socket.send(JSON.stringify({ type: "cancel", id: current.id }));
+      message.content += delta.content || "";
+      message.reasoning += delta.reasoning || "";
+      for (const call of delta.toolCalls || []) {
+        const known = (message.toolCalls[call.index] ??= { function: { name: "", arguments: "" } });
+        known.function.name += call.function?.name || "";
+        known.function.arguments += call.function?.arguments || "";
       }
-      current = null;
-      setBusy(false);
+      if (delta.usage) reply.usage = delta.usage;
+      if (!drawn) {
+        drawn = true; // drawn once per frame, however many chunks came
+        requestAnimationFrame(() => {
+          drawn = false;
+          if (current === reply) draw(reply, "Generating: ");
+        });
+      }
     }
-    history.length = 0;
-    ui.conversation.replaceChildren();
-    if (!ui.model.disabled) setStatus("New chat.");
-    ui.message.focus();
-  });
-  ui.keyForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    sessionStorage.setItem(KEY_STORAGE, ui.key.value.trim());
-    ui.key.value = "";
-    if (socket) socket.close(); // the next request connects with the new key
-    loadModels();
-  });
+  } catch (err) {
+    message.status = "failed";
+    message.error = err.message;
+  }
+  if (stream.status === "cancelled") message.status = "stopped";
+  if (current === reply) current = null;
+  item.classList.remove("streaming");
+  if (!message.toolCalls.length) delete message.toolCalls;
+  const ended = { failed: "", stopped: "Stopped: " }[message.status] ?? "Done: ";
+  draw(reply, ended);
+  if (message.status === "failed") setStatus("Failed."); // the reason is in the reply, once
+  if (chats.all.includes(conversation)) chats.touch();
+  updateSend();
+  if (chats.current === conversation) refreshActions();
+  ui.list.replaceChildren(...conversationList(chats));
+  follow.update(); // the reply's buttons came last
+}
 
-  loadModels();
-})();
+function draw(reply, prefix) {
+  updateMessage(reply.item, reply.message);
+  if (prefix) setStatus(prefix + rate(reply));
+  follow.update();
+}
+
+function ask(text) {
+  const images = attachments.take();
+  const question = { role: "user", content: text };
+  if (images.length) question.images = images;
+  chats.current.messages.push(question);
+  chats.touch();
+  ui.conversation.append(messageElement(chats.current.messages.at(-1)));
+  answer();
+}
+
+function stopReply() {
+  if (!current) return;
+  ui.stop.disabled = true;
+  setStatus("Stopping…");
+  current.stream.cancel();
+}
+
+function onMessageAction(event) {
+  const target = event.target.closest("button");
+  if (!target) return;
+  if (target.classList.contains("copy-code")) {
+    copyText(target, codeOf(target));
+    return;
+  }
+  const items = [...ui.conversation.querySelectorAll(".message")];
+  const index = items.indexOf(target.closest(".message"));
+  const messages = chats.current.messages;
+  if (target.dataset.action === "copy") {
+    copyText(target, messages[index].content);
+  } else if (target.dataset.action === "edit" && !current) {
+    // The question comes back to the box; sending it replaces the turn.
+    ui.message.value = messages[index].content;
+    attachments.put(messages[index].images || []);
+    messages.splice(index);
+    chats.touch();
+    showConversation();
+    setStatus("Edit the question and send it again.");
+    ui.message.focus();
+  } else if (target.dataset.action === "regenerate" && !current) {
+    messages.splice(index);
+    chats.touch();
+    showConversation();
+    answer();
+  }
+}
+
+function busyNote() {
+  setStatus("A reply is being written: stop it, or wait for it, first.");
+}
+
+function onListAction(event) {
+  const target = event.target.closest("button");
+  if (!target) return;
+  if (current) return busyNote();
+  const id = target.closest("li").dataset.id;
+  const title = chats.all.find((c) => c.id === id).title;
+  if (target.dataset.action === "open") {
+    chats.open(id);
+    showSide(false); // on a narrow screen, the conversation it opened
+  } else if (target.dataset.action === "rename") {
+    const renamed = prompt("Rename the conversation", title);
+    if (renamed) chats.rename(id, renamed);
+  } else if (target.dataset.action === "delete") {
+    if (!confirm(`Delete the conversation "${title}"?`)) return;
+    chats.remove(id);
+  }
+  showConversation();
+}
+
+// The side panel over the conversation (narrow screens; wide ones always show it).
+function showSide(open) {
+  ui.side.classList.toggle("open", open);
+  ui.menu.setAttribute("aria-expanded", String(open));
+}
+
+function showSettings() {
+  for (const [name, id] of Object.entries(SETTING_FIELDS)) $(id).value = settings[name];
+}
+
+ui.settings.addEventListener("input", () => {
+  for (const [name, id] of Object.entries(SETTING_FIELDS)) settings[name] = $(id).value;
+  saveSettings(settings);
+});
+ui.settings.addEventListener("submit", (event) => event.preventDefault());
+ui.chatForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = ui.message.value.trim();
+  if (!text || current || ui.send.disabled) return;
+  ui.message.value = "";
+  ask(text);
+});
+ui.message.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    ui.chatForm.requestSubmit();
+  }
+});
+ui.stop.addEventListener("click", stopReply);
+ui.conversation.addEventListener("click", onMessageAction);
+ui.list.addEventListener("click", onListAction);
+ui.model.addEventListener("change", modelChosen);
+ui.newChat.addEventListener("click", () => {
+  if (current) return busyNote();
+  chats.create();
+  showConversation();
+  showSide(false);
+  setStatus("New chat.");
+  ui.message.focus();
+});
+ui.exportChats.addEventListener("click", () => exportConversations(chats.all));
+ui.menu.addEventListener("click", () => showSide(!ui.side.classList.contains("open")));
+ui.keyForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY_STORAGE, ui.key.value.trim());
+  ui.key.value = "";
+  connect(); // with the new key: a new socket
+});
+
+showSettings();
+showConversation();
+setBadge("connecting");
+connect();
