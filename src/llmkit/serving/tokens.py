@@ -43,6 +43,7 @@ async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeRespons
             req.chat_template_kwargs,
             req.add_generation_prompt,
             req.continue_final_message,
+            req.tools or None,
         )
         ids = prompt.token_ids
         if req.add_special_tokens:
