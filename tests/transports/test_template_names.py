@@ -55,6 +55,9 @@ def test_tokenize_shows_how_the_template_renders_tools(server):
         )
     assert prompt.startswith("<s>[SYSTEM] Hi.\n[TOOLS] Call a function as <function=NAME>")
     assert "get_weather(" in prompt and "get_time(" in prompt
+    with server.http() as http:
+        answer = http.post("/tokenize", json={"messages": USER, "tools": [{"type": "function"}]})
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "tools"
 
 
 def test_llm_and_async_engine_render_the_named_template(in_process_server, tiny_model):

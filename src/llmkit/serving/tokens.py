@@ -14,6 +14,7 @@ from llmkit.serving.chat import render_messages
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, to_conversation
 from llmkit.serving.errors import bad_request
+from llmkit.serving.tool_choice import check_tools
 
 
 def list_models(ctx: ServingContext) -> ModelList:
@@ -36,6 +37,7 @@ async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeRespons
     if (req.prompt is None) == (req.messages is None):
         raise bad_request("give exactly one of prompt and messages", "prompt")
     if req.messages is not None:
+        check_tools(req.tools or [])
         prompt = await render_messages(
             ctx,
             to_conversation(req.messages, content_format(ctx, req.chat_template)),
