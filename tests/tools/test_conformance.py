@@ -5,7 +5,7 @@ points, as the server does."""
 from __future__ import annotations
 
 import pytest
-from formats import FORMATS
+from tool_formats import FORMATS
 
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.testing import CASES, check_reasoning_parser, check_tool_parser, render

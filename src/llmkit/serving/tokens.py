@@ -36,8 +36,8 @@ async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeRespons
     tokenizer = ctx.engine.tokenizer
     if (req.prompt is None) == (req.messages is None):
         raise bad_request("give exactly one of prompt and messages", "prompt")
+    check_tools(req.tools or [])
     if req.messages is not None:
-        check_tools(req.tools or [])
         prompt = await render_messages(
             ctx,
             to_conversation(req.messages, content_format(ctx, req.chat_template)),

@@ -11,7 +11,8 @@ class MarkedParser(ToolParser):
     """Text is content, except for regions of tool markup that subclasses find and read.
 
     Blanks next to a region are not content. While the text is growing, a tail that may
-    still become a region (part of a start marker, trailing blanks) is held back.
+    still become a region (part of a start marker, trailing blanks) is held back; once it
+    is complete, a tail that ``cut`` says is a marker cut short is dropped.
     """
 
     @abstractmethod
