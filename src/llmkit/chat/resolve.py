@@ -40,7 +40,8 @@ def resolve_chat_template(value: str, field: str = "chat_template", files: bool 
 
 
 def _compiled(template: str, field: str) -> str:
-    problem = template_error(template)
+    # Text without a brace renders no messages, and would be taken for a name later.
+    problem = template_error(template) if "{" in template else "it is not a Jinja template"
     if problem is not None:
         raise ValueError(f"{field}: {problem}")
     return template
