@@ -1,20 +1,19 @@
-"""Reasoning parsers (built in and the example plugin's) and the parsers of forced calls:
-streamed in any chunking, they give what the whole text gives."""
+"""The built-in reasoning parsers and the parsers of forced calls: streamed in any
+chunking, they give what the whole text gives."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from test_conformance import chunkings, streamed
 
 from llmkit.plugins import REASONING_PARSERS, load
 from llmkit.reasoning import ReasoningStream
+from llmkit.testing.conformance import chunkings, streamed
 from llmkit.tools import extract_tool_calls
 from llmkit.tools.forced import CallListParser, NamedCallParser
 
 THINK = {"deepseek_r1": ("<think>", "</think>"), "qwen3": ("<think>", "</think>")}
-THINK["example_think"] = ("[THINK]", "[/THINK]")
 
 
 def split_streamed(parser, pieces: list[str]) -> tuple[str, str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from typing import Any
 
 import httpx
@@ -121,29 +120,15 @@ def _chat(body: dict[str, Any]) -> None:
 
 
 def _chat_prompt_tokens(body: dict[str, Any]) -> int | None:
-    """The rendered messages' length in tokens: /tokenize's count, or with tools (which
-    /tokenize does not take) the usage of the same request for one token, or the count its
-    400 states."""
-    if not body.get("tools"):
-        rendering = {
-            key: body.get(key)
-            for key in (
-                "messages",
-                "add_generation_prompt",
-                "continue_final_message",
-                "chat_template_kwargs",
-            )
-            if key in body
-        }
-        return _tokens(rendering)
-    probe = {**body, "max_tokens": 1, "max_completion_tokens": None, "min_tokens": 0, "n": 1}
-    probe |= {"stream": False, "stream_options": None, "best_of": None}
-    with httpx.Client(base_url=_URL, headers=_HEADERS, timeout=30) as http:
-        response = http.post("/v1/chat/completions", json=probe)
-    if response.status_code == 200:
-        return int(response.json()["usage"]["prompt_tokens"])
-    found = re.search(r"(\d+) in the messages|resulted in (\d+) tokens", response.text)
-    return int(found.group(1) or found.group(2)) if found else None
+    """The rendered messages' length in tokens, tools included: /tokenize's count."""
+    keys = (
+        "messages",
+        "add_generation_prompt",
+        "continue_final_message",
+        "chat_template_kwargs",
+        "tools",
+    )
+    return _tokens({key: body.get(key) for key in keys if key in body})
 
 
 def _tokenize(body: dict[str, Any]) -> None:

@@ -1,34 +1,47 @@
-"""``--chat-template``: an installed template's name, a file, or the template itself."""
+"""Chat template names resolved the same way wherever a template is accepted: the
+``--chat-template`` flag, ``LLM.chat``, ``AsyncEngine.chat``, remote engines and the
+request field."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from llmkit.errors import PluginError
-from llmkit.plugins import CHAT_TEMPLATES, installed, load
+from llmkit.plugin_checks import template_error
+from llmkit.plugins import CHAT_TEMPLATES, find, installed, load
 
 
-def resolve_chat_template(value: str) -> str:
-    """The template text ``value`` stands for: the ``llmkit.chat_templates`` plugin of that
-    name, else the file at that path, else ``value`` itself if it is a Jinja template.
+def resolve_chat_template(value: str, field: str = "chat_template", files: bool = False) -> str:
+    """The template text ``value`` stands for: ``value`` itself if it is Jinja text (it
+    must compile), else the ``llmkit.chat_templates`` plugin of that name (``NAME`` or
+    ``DISTRIBUTION:NAME``), else, with ``files`` (the CLI flag; never a request's field),
+    the file at that path.
 
-    Raises ValueError (PluginError for a broken plugin) saying what was tried.
+    Raises ValueError (PluginError for a broken or ambiguous plugin) whose message starts
+    with ``field``.
     """
-    if value in installed(CHAT_TEMPLATES):
-        template = load(CHAT_TEMPLATES, value)
-        if not isinstance(template, str):
-            raise PluginError(
-                f"chat template plugin {value!r} is a {type(template).__name__}, not the "
-                "template text (a str)"
-            )
-        return template
-    path = Path(value)
-    if path.is_file():
-        return path.read_text()
-    if "{" in value:
-        return value
+    try:
+        # Names never hold a brace, and every template does.
+        if "{" in value:
+            return _compiled(value, field)
+        if find(CHAT_TEMPLATES, value) is not None:
+            template: str = load(CHAT_TEMPLATES, value)
+            return template
+    except PluginError as exc:
+        raise PluginError(f"{field}: {exc}") from None
+    if files and Path(value).is_file():
+        return _compiled(Path(value).read_text(), f"{field} {value!r}")
     names = ", ".join(installed(CHAT_TEMPLATES)) or "none"
+    also = ", a file," if files else ""
     raise ValueError(
-        f"{value!r} is not an installed chat template (installed: {names}), a file, or "
-        "a Jinja template"
+        f"{field} {value!r} is neither an installed chat template (installed: {names}; "
+        f"`llmkit plugins` lists them){also} nor a Jinja template"
     )
+
+
+def _compiled(template: str, field: str) -> str:
+    # Text without a brace renders no messages, and would be taken for a name later.
+    problem = template_error(template) if "{" in template else "it is not a Jinja template"
+    if problem is not None:
+        raise ValueError(f"{field}: {problem}")
+    return template

@@ -1,4 +1,5 @@
-"""``llmkit plugins``: the installed tool parsers, chat templates and reasoning parsers."""
+"""``llmkit plugins``: the installed tool parsers, chat templates and reasoning parsers,
+each checked as a server would load it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def plugins_command(args: argparse.Namespace) -> int:
-    """Prints each group's plugins; exits 1 if one fails to load."""
+    """Prints each group's plugins, each imported and checked; exits 1 if one is unusable.
+    A name that several distributions offer is listed with the ``dist:name`` of each."""
     failed = 0
     for group in GROUPS:
         print(f"{group}:")
@@ -31,9 +33,13 @@ def plugins_command(args: argparse.Namespace) -> int:
         for name, offers in found.items():
             for plugin in offers:
                 status = ""
+                if len(offers) > 1:
+                    status = (
+                        f"  (also offered by another distribution: use {plugin.qualified_name})"
+                    )
                 if not args.no_load:
                     try:
-                        load(group, name)
+                        load(group, plugin.qualified_name if plugin.dist else name)
                     except PluginError as exc:
                         failed += 1
                         status = f"  BROKEN: {exc}"

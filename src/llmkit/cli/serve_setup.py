@@ -179,9 +179,9 @@ def chat_template(value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        return resolve_chat_template(value)
+        return resolve_chat_template(value, "--chat-template", files=True)
     except ValueError as exc:
-        _fail("--chat-template", str(exc))
+        raise SystemExit(f"llmkit: error: {exc}") from None
 
 
 def rate_limits(args: argparse.Namespace) -> RateLimits | None:

@@ -10,6 +10,7 @@ import dataclasses
 import uuid
 from typing import Any
 
+from llmkit.chat.resolve import resolve_chat_template
 from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.output_state import CompletionState, RequestState
@@ -101,7 +102,10 @@ class InputProcessor:
         continue_final_message: bool = False,
         tools: list[dict[str, Any]] | None = None,
     ) -> TokensPrompt:
-        """A conversation rendered through the chat template, as a prompt dict."""
+        """A conversation rendered through the chat template (``chat_template``: the
+        template text or an installed template's name), as a prompt dict."""
+        if chat_template is not None:
+            chat_template = resolve_chat_template(chat_template)
         text = self.tokenizer.apply_chat_template(
             conversation,
             chat_template=chat_template,

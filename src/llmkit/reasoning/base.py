@@ -35,14 +35,16 @@ class ThinkParser(ReasoningParser):
         body = text.lstrip()
         if body.startswith(self.start):
             body = body[len(self.start) :]
-        elif not final and self.start.startswith(body):
-            return "", ""  # it may still open with the marker
+        elif self.start.startswith(body) and (not final or len(body) >= 2):
+            return "", ""  # it may still open with the marker, or max_tokens cut it
         elif not self.implicit_start:
             return "", text
         close = body.find(self.end)
         if close < 0:
-            if not final:
-                body = body[: _partial_suffix(body, self.end)]
+            cut = _partial_suffix(body, self.end)
+            # A final text drops a cut marker, but not a lone first character (see cut_marker).
+            if not final or len(body) - cut >= 2:
+                body = body[:cut]
             return body, ""
         return body[:close], body[close + len(self.end) :].lstrip()
 

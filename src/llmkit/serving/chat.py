@@ -55,7 +55,9 @@ class ChatJob(GenerationJob):
             reasoning = ctx.reasoning_parser()
         if reasoning is None and self.tools.parser is None:
             return None
-        return Extractor(reasoning, self.tools.parser, self.tools.max_calls)
+        tool_name = None if self.tools.forced else ctx.options.tool_call_parser
+        names = (ctx.options.reasoning_parser, tool_name)
+        return Extractor(reasoning, self.tools.parser, self.tools.max_calls, names)
 
 
 async def render_messages(

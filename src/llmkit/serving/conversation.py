@@ -10,6 +10,7 @@ from typing import Any, Literal
 import jinja2
 from jinja2 import nodes
 
+from llmkit.chat.resolve import resolve_chat_template
 from llmkit.protocol.openai import ChatMessage
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import bad_request
@@ -54,11 +55,14 @@ def template_content_format(template: str) -> Format:
 
 
 def content_format(ctx: ServingContext, request_template: str | None) -> Format:
-    """The format the server's setting asks for, ``auto`` resolved on the template in use."""
+    """The format the server's setting asks for, ``auto`` resolved on the template in use
+    (``request_template``: the request's template text or name)."""
     setting = ctx.options.chat_template_content_format
     if setting != "auto":
         return setting
-    template = request_template or ctx.chat_template or ctx.engine.tokenizer.chat_template
+    template = (
+        _resolved(request_template) or ctx.chat_template or ctx.engine.tokenizer.chat_template
+    )
     return template_content_format(template) if isinstance(template, str) else "string"
 
 
@@ -118,3 +122,15 @@ def message_text(message: ChatMessage) -> str | None:
     if isinstance(message.content, list):
         return "\n".join(part.text or "" for part in message.content)
     return message.content
+
+
+def _resolved(value: str | None) -> str | None:
+    """A request's ``chat_template``, an installed template's name or the template text,
+    as the text; a 400 naming the field if it is neither. (The engine resolves it the
+    same way again, from its cache, when it renders.)"""
+    if value is None:
+        return None
+    try:
+        return resolve_chat_template(value)
+    except ValueError as exc:
+        raise bad_request(str(exc), "chat_template") from None

@@ -14,6 +14,7 @@ from llmkit.serving.chat import render_messages
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, to_conversation
 from llmkit.serving.errors import bad_request
+from llmkit.serving.tool_choice import check_tools
 
 
 def list_models(ctx: ServingContext) -> ModelList:
@@ -36,6 +37,7 @@ async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeRespons
     tokenizer = ctx.engine.tokenizer
     if (req.prompt is None) == (req.messages is None):
         raise bad_request("give exactly one of prompt and messages", "prompt")
+    check_tools(req.tools or [])
     if req.messages is not None:
         prompt = await render_messages(
             ctx,
@@ -44,6 +46,7 @@ async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeRespons
             req.chat_template_kwargs,
             req.add_generation_prompt,
             req.continue_final_message,
+            req.tools or None,
         )
         ids = prompt.token_ids
         if req.add_special_tokens:

@@ -80,6 +80,12 @@ def plan_tools(ctx: ServingContext, req: ChatCompletionRequest) -> ToolPlan:
     return ToolPlan(tools, NamedCallParser(name), {"json": schemas[name]}, 1)
 
 
+def check_tools(tools: list[Any]) -> None:
+    """Each tool is a function with a name; a 400 naming ``tools`` if one is not."""
+    for i, tool in enumerate(tools):
+        _tool_name(tool, i)
+
+
 def _tool_name(tool: Any, i: int) -> str:
     function = tool.get("function") if isinstance(tool, dict) else None
     if (

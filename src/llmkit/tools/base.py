@@ -47,7 +47,8 @@ class ToolParser(ABC):
     The contract, for a text ``t`` and any longer text ``u`` that starts with it:
     ``scan(t, final=False)``'s content and each call's name (once set) and arguments are
     prefixes of ``scan(u, ...)``'s; ``final=True`` (the text is complete, perhaps cut by
-    ``max_tokens``) releases held-back content and closes every call's arguments into
+    ``max_tokens``) releases held-back content (not a marker cut short: that is not
+    content) and closes every call's arguments into
     valid JSON (but the parsers of forced calls, which keep a cut call's arguments as
     written, as OpenAI does). Calls without a name are dropped. No markup may reach ``content``.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from llmkit.tools.base import ScannedCall, read_call_object
 from llmkit.tools.json_scan import skip_ws
-from llmkit.tools.marked import MarkedParser, partial_marker
+from llmkit.tools.marked import MarkedParser, cut_marker, partial_marker
 
 PYTHON_TAG = "<|python_tag|>"
 
@@ -20,6 +20,9 @@ class Llama3JsonToolParser(MarkedParser):
 
     def pending(self, text: str, i: int) -> int:
         return partial_marker(text, i, PYTHON_TAG)
+
+    def cut(self, text: str, i: int) -> int:
+        return cut_marker(text, i, PYTHON_TAG)
 
     def read_region(
         self, text: str, start: int, final: bool

@@ -11,7 +11,8 @@ class MarkedParser(ToolParser):
     """Text is content, except for regions of tool markup that subclasses find and read.
 
     Blanks next to a region are not content. While the text is growing, a tail that may
-    still become a region (part of a start marker, trailing blanks) is held back.
+    still become a region (part of a start marker, trailing blanks) is held back; once it
+    is complete, a tail that ``cut`` says is a marker cut short is dropped.
     """
 
     @abstractmethod
@@ -29,6 +30,11 @@ class MarkedParser(ToolParser):
     ) -> tuple[list[ScannedCall | None], int | None]:
         """The calls of the region at ``start``, and where it ends (None: not yet seen)."""
 
+    def cut(self, text: str, i: int) -> int:
+        """Where a complete ``text`` stops being content at its end (``len(text)`` unless
+        ``max_tokens`` cut a marker there)."""
+        return len(text)
+
     def scan(self, text: str, final: bool) -> Scan:
         parts: list[str] = []
         calls: list[ScannedCall] = []
@@ -37,11 +43,11 @@ class MarkedParser(ToolParser):
             start = self.find_region(text, i)
             stop = start
             if stop is None:
-                stop = len(text) if final else self.pending(text, i)
+                stop = self.cut(text, i) if final else self.pending(text, i)
             part = text[i:stop]
             if after_region:
                 part = part.lstrip()
-            if start is not None or not final:
+            if start is not None or not final or stop < len(text):
                 part = part.rstrip()
             parts.append(part)
             if start is None:
@@ -66,6 +72,9 @@ class MarkerParser(MarkedParser):
     def pending(self, text: str, i: int) -> int:
         return partial_marker(text, i, self.start_marker)
 
+    def cut(self, text: str, i: int) -> int:
+        return cut_marker(text, i, self.start_marker)
+
 
 def partial_marker(text: str, i: int, marker: str) -> int:
     """Where a suffix of ``text[i:]`` that begins ``marker`` starts (``len(text)`` if none)."""
@@ -73,3 +82,11 @@ def partial_marker(text: str, i: int, marker: str) -> int:
         if marker.startswith(text[len(text) - size :]):
             return len(text) - size
     return len(text)
+
+
+def cut_marker(text: str, i: int, marker: str) -> int:
+    """Where a complete ``text[i:]`` ends in a ``marker`` that ``max_tokens`` cut short
+    (``len(text)`` if it does not). One character is not taken for a cut marker: as
+    the last character of an answer, ``<`` or ``[`` is more likely text."""
+    start = partial_marker(text, i, marker)
+    return start if len(text) - start >= 2 else len(text)

@@ -22,7 +22,8 @@ _PROMPT_FITS = (
     "(code context_length_exceeded) otherwise."
 )
 _CHAT_RULES = (
-    _PROMPT_FITS + " chat_template must be a Jinja template that renders the messages; "
+    _PROMPT_FITS + " chat_template must be an installed template's name or a Jinja "
+    "template that renders the messages; "
     "structured_outputs and response_format's schema must be a constraint the "
     "structured-output backend compiles (a valid JSON schema, regex or grammar); a tool "
     "named by tool_choice must be in tools, whose parameters are then such a JSON schema; "
@@ -149,17 +150,7 @@ def _fit_tools(chat: dict[str, Any], model: ServedModel) -> None:
     """Tools are functions with names; tool_choice needs tools, and "auto" (the default
     with tools) a server started with a tool-call parser."""
     props = chat["properties"]
-    function = {
-        "type": "object",
-        "properties": {"name": {"type": "string", "minLength": 1}},
-        "required": ["name"],
-    }
-    tool = {
-        "type": "object",
-        "properties": {"type": {"const": "function"}, "function": function},
-        "required": ["function"],
-    }
-    props["tools"] = _nullable({"type": "array", "items": tool})
+    props["tools"] = _tools()
     modes = ["none", "required"] + (["auto"] if model.auto_tool_choice else [])
     named = {
         "type": "object",
@@ -258,7 +249,23 @@ def _template_rules(request: dict[str, Any]) -> None:
     kwargs["propertyNames"] = {"not": {"enum": sorted(RESERVED_TEMPLATE_KWARGS)}}
 
 
+def _tools() -> dict[str, Any]:
+    """``tools``: functions with names (chat requests and /tokenize check them alike)."""
+    function = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 1}},
+        "required": ["name"],
+    }
+    tool = {
+        "type": "object",
+        "properties": {"type": {"const": "function"}, "function": function},
+        "required": ["function"],
+    }
+    return _nullable({"type": "array", "items": tool})
+
+
 def _fit_tokenize(tokenize: dict[str, Any], model: ServedModel) -> None:
+    tokenize["properties"]["tools"] = _tools()
     prompt = {"properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
     messages = {"properties": {"messages": {"type": "array"}}, "required": ["messages"]}
     tokenize["properties"]["prompt"] = _nullable({"type": "string"})

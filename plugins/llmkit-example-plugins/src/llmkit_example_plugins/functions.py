@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import re
 
-from llmkit.tools import MarkerParser, ScannedCall
-from llmkit.tools.json_scan import Malformed, Truncated, safe_prefix, skip_ws, value_end
+from llmkit.plugin_api import (
+    Malformed,
+    MarkerParser,
+    ScannedCall,
+    Truncated,
+    safe_prefix,
+    skip_ws,
+    value_end,
+)
+
+requires_llmkit_plugin_api = 1
 
 _NAME = re.compile(r"([A-Za-z_][\w.-]*)>")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from llmkit.reasoning import ThinkParser
+from llmkit.plugin_api import ThinkParser
+
+requires_llmkit_plugin_api = 1
 
 
 class BracketThinkParser(ThinkParser):

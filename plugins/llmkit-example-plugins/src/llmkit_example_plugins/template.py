@@ -4,6 +4,8 @@ system prompt."""
 
 from __future__ import annotations
 
+requires_llmkit_plugin_api = 1
+
 TEMPLATE = (
     "{{ bos_token }}"
     "{% if system is defined %}[SYSTEM] {{ system }}\n{% endif %}"

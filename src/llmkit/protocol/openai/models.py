@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmkit.protocol.openai.chat import ChatMessage, TemplateKwargs
-from llmkit.protocol.openai.common import Int64, RequestBody, WireModel, now_seconds
+from llmkit.protocol.openai.common import Int64, JsonObject, RequestBody, WireModel, now_seconds
 
 
 class ModelCard(BaseModel):
@@ -39,6 +39,8 @@ class TokenizeRequest(RequestBody):
     continue_final_message: bool = False
     chat_template: str | None = None
     chat_template_kwargs: TemplateKwargs | None = None
+    # As a chat request's: how the template shows these tools to the model.
+    tools: list[JsonObject] | None = None
     return_token_strs: bool = False
 
 
