@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from llmkit import LLM, SamplingParams
-from llmkit.sampling_params import StructuredOutputsParams
+from llmkit import LLM, SamplingParams, StructuredOutputsParams
 
 SCHEMA = {
     "type": "object",

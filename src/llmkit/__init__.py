@@ -2,7 +2,10 @@
 
 Continuous batching over a paged KV cache, driven offline through :class:`LLM` or from
 any anyio app through :class:`AsyncEngine`. Names are imported on first use, so that
-``import llmkit.engine.scheduler`` (pure Python) does not pull in torch.
+``import llmkit.engine.scheduler`` (pure Python) does not pull in torch. The adapters
+around an engine have their own short modules: :mod:`llmkit.http` (``create_app``),
+:mod:`llmkit.unix` (``serve_unix``, ``EngineClient``), :mod:`llmkit.replicas`
+(``ReplicaGroup``) and :mod:`llmkit.websocket` (``WebSocketClient``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ _EXPORTS = {
     "PoolingParams": "llmkit.sampling_params",
     "RequestOutputKind": "llmkit.sampling_params",
     "SamplingParams": "llmkit.sampling_params",
+    "StructuredOutputsParams": "llmkit.sampling_params",
 }
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
@@ -74,4 +78,9 @@ if TYPE_CHECKING:
         Logprob,
         RequestOutput,
     )
-    from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+    from llmkit.sampling_params import (
+        PoolingParams,
+        RequestOutputKind,
+        SamplingParams,
+        StructuredOutputsParams,
+    )
