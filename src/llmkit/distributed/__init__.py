@@ -1,1 +1,1 @@
-"""Scale-out: tensor-parallel workers over torch.distributed, and engine replicas on Ray."""
+"""Engine replicas on Ray: ReplicaGroup, an engine protocol over N AsyncEngine actors."""

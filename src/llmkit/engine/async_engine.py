@@ -278,7 +278,7 @@ class AsyncEngine:
             self._dead = exc
         finally:
             self._watchdog.stop()
-            core.runner.close()  # tensor-parallel workers end with the loop
+            core.close()  # tensor-parallel workers end with the loop
             self._stats = core.stats()
             if self._dead is None:
                 self._dead = EngineDeadError("the engine was shut down")

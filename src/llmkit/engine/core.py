@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.distributed.runner import create_runner
 from llmkit.engine.admission import AdmissionQueue
 from llmkit.engine.encoder_cache import EncoderCache
 from llmkit.engine.kv_cache import BlockAllocator
@@ -26,6 +25,7 @@ from llmkit.engine.step_rows import plan_rows
 from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
+from llmkit.executor.runner import create_runner
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import Logprob, PositionLogprobs
@@ -116,6 +116,10 @@ class EngineCore:
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
+
+    def close(self) -> None:
+        """Release what the core started (tensor-parallel workers); idempotent."""
+        self.runner.close()
 
     def stats(self) -> EngineStats:
         return EngineStats(

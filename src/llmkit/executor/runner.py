@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.distributed.channel import StepChannel
-from llmkit.distributed.executor import WorkerSet
-from llmkit.distributed.group import make_group
 from llmkit.errors import EngineDeadError
+from llmkit.executor.channel import StepChannel
+from llmkit.executor.group import make_group
+from llmkit.executor.processes import WorkerProcesses
 from llmkit.model.loader import check_tensor_parallel, model_class
 from llmkit.model.runner import ModelRunner, StepBatch, resolve_device
 
@@ -50,7 +50,7 @@ class TensorParallelRunner(ModelRunner):
                 f"tensor_parallel_size={config.tensor_parallel_size} needs as many GPUs; "
                 f"{torch.cuda.device_count()} found"
             )
-        self.workers = WorkerSet(config, model_path, max_model_len)
+        self.workers = WorkerProcesses(config, model_path, max_model_len)
         try:
             self.workers.wait_ready()
             tp = make_group(self.workers.store, 0, config.tensor_parallel_size, cuda)

@@ -1,4 +1,5 @@
-"""Starts and stops the tensor-parallel worker processes, and tells when one is lost."""
+"""WorkerProcesses: the tensor-parallel ranks 1..size-1 as child processes; starts and stops them,
+and tells when one is lost."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ import weakref
 import torch.distributed as dist
 
 from llmkit.config import EngineConfig
-from llmkit.distributed.group import open_store
-from llmkit.distributed.worker import WorkerArgs
 from llmkit.errors import EngineDeadError
+from llmkit.executor.group import open_store
+from llmkit.executor.worker import WorkerArgs
 
 logger = logging.getLogger(__name__)
 
 _STOP_WAIT_S = 5.0
 
 
-class WorkerSet:
+class WorkerProcesses:
     """Ranks 1..size-1 as child processes: fresh interpreters (``python -m``), so neither
     this process's threads and CUDA state nor the app's ``__main__`` are carried over."""
 
@@ -32,7 +33,7 @@ class WorkerSet:
         for rank in range(1, size):
             args = WorkerArgs(config, model_path, max_model_len, rank, self.store.port)
             proc = subprocess.Popen(
-                [sys.executable, "-m", "llmkit.distributed.worker"], stdin=subprocess.PIPE
+                [sys.executable, "-m", "llmkit.executor.worker"], stdin=subprocess.PIPE
             )
             assert proc.stdin is not None
             with proc.stdin:

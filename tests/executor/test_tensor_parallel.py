@@ -37,7 +37,7 @@ def workers() -> list[psutil.Process]:
     return [
         p
         for p in psutil.Process().children(recursive=True)
-        if "llmkit.distributed.worker" in " ".join(p.cmdline()) and p.status() != "zombie"
+        if "llmkit.executor.worker" in " ".join(p.cmdline()) and p.status() != "zombie"
     ]
 
 
@@ -84,6 +84,13 @@ async def test_a_killed_worker_ends_the_engine_with_engine_dead_error(tiny_model
         assert not engine.is_healthy()
         with pytest.raises(EngineDeadError):
             engine.generate("again", GREEDY)
+    assert workers() == []
+
+
+def test_closing_an_llm_ends_its_workers(tiny_model):
+    with LLM(tiny_model, tensor_parallel_size=2, max_model_len=128) as llm:
+        assert len(workers()) == 1
+        assert llm.generate("hello", GREEDY, use_tqdm=False)[0].outputs[0].token_ids
     assert workers() == []
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.distributed.channel import EXECUTE, LOGITS, STOP, StepChannel
-from llmkit.distributed.group import join_group
+from llmkit.executor.channel import EXECUTE, LOGITS, STOP, StepChannel
+from llmkit.executor.group import join_group
 from llmkit.model.loader import load_hf_config
 from llmkit.model.runner import ModelRunner, StepBatch
 
@@ -61,5 +61,5 @@ def run_worker(args: WorkerArgs) -> None:
 
 
 if __name__ == "__main__":
-    # Started by WorkerSet, which writes the pickled WorkerArgs to stdin.
+    # Started by WorkerProcesses, which writes the pickled WorkerArgs to stdin.
     run_worker(pickle.load(sys.stdin.buffer))
