@@ -23,14 +23,14 @@ from llmkit.config import EngineConfig
 from llmkit.distributed.ray_replica import Replica
 from llmkit.distributed.ray_stream import ReplicaStream, Submission
 from llmkit.distributed.routing import Router, merge_stats
-from llmkit.engine.admission import refusal, retry_after
+from llmkit.engine.admission import stats_refusal
+from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.processor import InputProcessor, new_request_id
-from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
+from llmkit.engine.protocol import ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError
 from llmkit.lora_request import LoRARequest
-from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ _SHUTDOWN_WAIT_S = 10.0
 _OUTPUTS_IN_FLIGHT = 2
 
 
-class ReplicaGroup:
+class ReplicaGroup(EngineFrontend):
     """Implements :class:`~llmkit.engine.protocol.EngineProtocol` over ``num_replicas``
     engines, each a Ray actor with ``num_cpus`` CPUs (and a GPU per tensor-parallel rank
     on CUDA). ``ray_address``: the cluster to join; none starts a local one (unless Ray is
@@ -126,101 +126,16 @@ class ReplicaGroup:
     def check_admission(self) -> None:
         """Refuse (EngineOverloadedError) when every replica's last reported queue is full."""
         errors = []
-        for s in self.replica_stats().values():
-            hint = retry_after(s.queue_wait_count, s.queue_wait_sum)
-            args = (s.num_queued, s.queued_tokens, 0, s.max_queued_requests, s.max_queued_tokens)
-            error = refusal(*args, hint)
+        for stats in self.replica_stats().values():
+            error = stats_refusal(stats)
             if error is None:
                 return
             errors.append(error)
         if errors:
             raise errors[0]
 
-    @property
-    def model_info(self) -> ModelInfo:
-        return self._info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        return self._processor.tokenizer
-
-    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
-        """Checked token ids of ``prompt``; ``truncate`` keeps the last ones (-1: max_model_len)."""
-        return self._processor.tokenize(prompt, truncate)
-
-    def render_chat(
-        self,
-        messages: Conversation,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> TokensPrompt:
-        """A conversation rendered through the chat template and tokenized."""
-        return self._processor.render_chat(
-            messages,
-            chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
-        )
-
-    # ---- requests ------------------------------------------------------------------
-
-    def generate(
-        self,
-        prompt: PromptType,
-        sampling_params: SamplingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-        lora_request: LoRARequest | None = None,
-    ) -> ReplicaStream[RequestOutput]:
-        params = sampling_params or SamplingParams()
-        return self._start(prompt, params, request_id, priority, lora_request)
-
-    def encode(
-        self,
-        prompt: PromptType,
-        pooling_params: PoolingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-    ) -> ReplicaStream[EmbeddingRequestOutput]:
-        return self._start(prompt, pooling_params or PoolingParams(), request_id, priority)
-
-    def chat(
-        self,
-        messages: Conversation,
-        sampling_params: SamplingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-        lora_request: LoRARequest | None = None,
-    ) -> ReplicaStream[RequestOutput]:
-        self.check_admission()
-        prompt = self.render_chat(
-            messages,
-            chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
-        )
-        return self.generate(
-            prompt,
-            sampling_params,
-            request_id=request_id,
-            priority=priority,
-            lora_request=lora_request,
-        )
+    def _inputs(self) -> InputProcessor:
+        return self._processor
 
     async def abort(self, request_id: str) -> None:
         stream = self._streams.get(request_id)
@@ -241,7 +156,7 @@ class ReplicaGroup:
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
-        lora_request: LoRARequest | None = None,
+        lora_request: LoRARequest | None,
     ) -> ReplicaStream[Any]:
         if not self._alive:
             raise EngineDeadError("every replica of the group has stopped")

@@ -11,6 +11,7 @@ import bisect
 import threading
 from typing import Any
 
+from llmkit.engine.stats import EngineStats
 from llmkit.errors import EngineOverloadedError
 
 # Upper bounds (seconds) of the queue wait histogram's buckets; the last is +Inf.
@@ -55,6 +56,20 @@ def refusal(
             "queued_tokens",
         )
     return None
+
+
+def stats_refusal(stats: EngineStats) -> EngineOverloadedError | None:
+    """The refusal a new request meets by the queue an engine last reported (None: admit);
+    for an engine elsewhere, which checks again when the request arrives."""
+    hint = retry_after(stats.queue_wait_count, stats.queue_wait_sum)
+    return refusal(
+        stats.num_queued,
+        stats.queued_tokens,
+        0,
+        stats.max_queued_requests,
+        stats.max_queued_tokens,
+        hint,
+    )
 
 
 class AdmissionQueue:

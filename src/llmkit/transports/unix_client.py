@@ -17,25 +17,23 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, cast
 
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
-from llmkit.engine.admission import refusal, retry_after
+from llmkit.engine.admission import stats_refusal
+from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.loop import threadsafe_scheduler
+from llmkit.engine.output_stream import EngineStream, Output
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import (
-    Conversation,
-    ModelInfo,
     PromptType,
-    TokensPrompt,
 )
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError, LLMKitError
 from llmkit.lora_request import LoRARequest
-from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.protocol.stream import (
     abort_request,
     close_request,
@@ -61,8 +59,6 @@ from llmkit.transports.unix_connect import handshake, shutdown_socket
 
 logger = logging.getLogger(__name__)
 
-Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
-
 _CLOSE_TIMEOUT_S = 5.0
 _CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
@@ -82,61 +78,36 @@ class _Request:
             self.event.set()
 
 
-class ClientStream(Generic[Output]):
+class ClientStream(EngineStream[Output]):
     """One request's outputs; leaving the ``async for`` early (or ``close``) aborts it."""
 
     def __init__(self, client: EngineClient, request: _Request):
+        super().__init__()
         self._client = client
         self._request = request
-        self._done = False
 
     @property
     def request_id(self) -> str:
         return self._request.request_id
 
-    def __aiter__(self) -> ClientStream[Output]:
-        return self
-
-    async def __anext__(self) -> Output:
-        if self._done:
-            raise StopAsyncIteration
+    async def _next(self) -> Output:
         request = self._request
-        try:
-            while True:
-                if request.error is not None:
-                    raise request.error
-                output = request.assembler.take()
-                if output is not None:
-                    if output.finished:
-                        self._close()
-                    return cast(Output, output)
-                if self._client._dead is not None:
-                    raise EngineDeadError(self._client._dead)
-                request.event = anyio.Event()
-                await request.event.wait()
-        except BaseException:
-            self._close()
-            raise
+        while True:
+            if request.error is not None:
+                raise request.error
+            output = request.assembler.take()
+            if output is not None:
+                return cast(Output, output)
+            if self._client._dead is not None:
+                raise EngineDeadError(self._client._dead)
+            request.event = anyio.Event()
+            await request.event.wait()
 
-    async def aclose(self) -> None:
-        self._close()
-
-    def close(self) -> None:
-        """Stop reading; aborts the request if it still runs. Needs no event loop."""
-        self._close()
-
-    def _close(self) -> None:
-        if not self._done:
-            self._done = True
-            self._client._drop(self._request)
-
-    def __del__(self) -> None:
-        # A consumer that breaks out of ``async for`` simply drops the stream.
-        if not getattr(self, "_done", True):
-            self._close()
+    def _release(self) -> None:
+        self._client._drop(self._request)
 
 
-class EngineClient:
+class EngineClient(EngineFrontend):
     """The engine served at ``path`` by :func:`~llmkit.transports.unix.serve_unix`::
 
         async with EngineClient("/run/llmkit.sock") as engine:
@@ -217,110 +188,16 @@ class EngineClient:
 
     def stats(self) -> EngineStats:
         """The engine's stats as it last sent them (it sends them when they change)."""
-        self._connected()
+        self._inputs()
         assert self._stats is not None
         return self._stats
 
     def check_admission(self) -> None:
         """Refuse (EngineOverloadedError) by the queue the engine last reported; the engine
         checks again when the request arrives, and a refusal there fails its stream."""
-        s = self.stats()
-        hint = retry_after(s.queue_wait_count, s.queue_wait_sum)
-        args = (s.num_queued, s.queued_tokens, 0, s.max_queued_requests, s.max_queued_tokens)
-        error = refusal(*args, hint)
+        error = stats_refusal(self.stats())
         if error is not None:
             raise error
-
-    @property
-    def model_info(self) -> ModelInfo:
-        return self._connected().info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        return self._connected().tokenizer
-
-    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
-        """Checked token ids of ``prompt``; ``truncate`` keeps the last ones (-1: max_model_len)."""
-        return self._connected().tokenize(prompt, truncate)
-
-    def render_chat(
-        self,
-        messages: Conversation,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> TokensPrompt:
-        """A conversation rendered through the chat template and tokenized."""
-        return self._connected().render_chat(
-            messages,
-            chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
-        )
-
-    # ---- requests ------------------------------------------------------------------
-
-    def generate(
-        self,
-        prompt: PromptType,
-        sampling_params: SamplingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-        lora_request: LoRARequest | None = None,
-    ) -> ClientStream[RequestOutput]:
-        """Start a request; invalid input raises ``ValueError`` here, before anything is sent."""
-        params = sampling_params or SamplingParams()
-        return self._start("generate", prompt, params, request_id, priority, lora_request)
-
-    def encode(
-        self,
-        prompt: PromptType,
-        pooling_params: PoolingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-    ) -> ClientStream[EmbeddingRequestOutput]:
-        """Start a pooling (embedding) request; its stream yields one output."""
-        return self._start(
-            "encode", prompt, pooling_params or PoolingParams(), request_id, priority
-        )
-
-    def chat(
-        self,
-        messages: Conversation,
-        sampling_params: SamplingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-        lora_request: LoRARequest | None = None,
-    ) -> ClientStream[RequestOutput]:
-        """Like :meth:`generate`, on a conversation rendered here through the chat template."""
-        self.check_admission()
-        prompt = self.render_chat(
-            messages,
-            chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
-        )
-        return self.generate(
-            prompt,
-            sampling_params,
-            request_id=request_id,
-            priority=priority,
-            lora_request=lora_request,
-        )
 
     async def add_lora(self, lora_request: LoRARequest) -> None:
         """Refused (ValueError): the socket carries an adapter with each request, where the
@@ -342,16 +219,15 @@ class EngineClient:
 
     def _start(
         self,
-        kind: str,
         prompt: PromptType,
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
-        lora: LoRARequest | None = None,
+        lora: LoRARequest | None,
     ) -> ClientStream[Any]:
         if self._dead is not None:
             raise EngineDeadError(f"the engine is not reachable: {self._dead}")
-        processor = self._connected()
+        processor = self._inputs()
         if not self._healthy:
             raise EngineDeadError(f"the engine at {self.path} reports that it is not running")
         self.check_admission()
@@ -360,6 +236,7 @@ class EngineClient:
         if request_id in self._wire_ids:
             raise ValueError(f"request id {request_id!r} is already in use")
         wire_id = format(next(self._numbers), "x")
+        kind = "encode" if isinstance(params, PoolingParams) else "generate"
         frame = pack(submit_request(kind, wire_id, tokens, wire_params(params), priority, lora))
         if frame_size(frame) > self._server_max_frame_bytes:
             raise ValueError(
@@ -372,7 +249,7 @@ class EngineClient:
         stream: ClientStream[Any] = ClientStream(self, request)
         return stream
 
-    def _connected(self) -> InputProcessor:
+    def _inputs(self) -> InputProcessor:
         if self._processor is None:
             raise EngineNotStartedError(
                 "the client is not connected: use `async with EngineClient(path) as engine`"
