@@ -3,6 +3,6 @@
 The stable import point for apps: ``create_app(ReplicaGroup(config, num_replicas=2))``.
 """
 
-from llmkit.distributed.ray import ReplicaGroup
+from llmkit.remote.ray import ReplicaGroup
 
 __all__ = ["ReplicaGroup"]

@@ -207,7 +207,7 @@ def _served_engine(
     if config is not None:
         # The model loads before the port listens, so a client that can connect can be served.
         if args.data_parallel_size > 1 or args.ray_address:
-            from llmkit.distributed.ray import ReplicaGroup
+            from llmkit.remote.ray import ReplicaGroup
 
             group = ReplicaGroup(config, args.data_parallel_size, ray_address=args.ray_address)
             return group, args.model
@@ -216,8 +216,8 @@ def _served_engine(
         return AsyncEngine(config), args.model
     import anyio
 
-    from llmkit.transports.unix_client import EngineClient
-    from llmkit.transports.unix_connect import fetch_model_info
+    from llmkit.remote.unix_client import EngineClient
+    from llmkit.remote.unix_connect import fetch_model_info
 
     try:
         info = anyio.run(fetch_model_info, args.engine_socket)

@@ -1,4 +1,4 @@
-"""Plain data of the stream protocol: params, outputs, stats and model info as msgpack-able values.
+"""Plain data of the unix socket's protocol: params, outputs, stats, model info as msgpack values.
 
 What comes from a peer is checked field by field; a wrong one raises
 :class:`ProtocolError` naming it (``params.temperature``).
@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-import types
 import typing
 from array import array
-from typing import Any, Union
+from typing import Any
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo
 from llmkit.engine.stats import EngineStats
@@ -25,6 +24,7 @@ from llmkit.outputs import (
     PositionLogprobs,
     RequestOutput,
 )
+from llmkit.protocol.messages import Message, ProtocolError, describe, kind_of, matches
 from llmkit.sampling_params import (
     PoolingParams,
     RequestOutputKind,
@@ -32,32 +32,14 @@ from llmkit.sampling_params import (
     StructuredOutputsParams,
 )
 
-Message = dict[str, Any]
 Params = SamplingParams | PoolingParams
 
-MISSING: Any = object()  # a field that is not there at all
 _OUTPUT_KINDS = {kind.value: kind for kind in RequestOutputKind}
 _LEADING_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\b")
 # Each params class's fields and their types, for checking what a peer sends.
 _HINTS: dict[type, dict[str, Any]] = {
     cls: typing.get_type_hints(cls) for cls in (SamplingParams, PoolingParams)
 }
-
-
-class ProtocolError(ValueError):
-    """A message that cannot be served; the peer gets an ``error`` message for it."""
-
-    def __init__(
-        self,
-        message: str,
-        param: str | None = None,
-        code: str = "invalid_message",
-        request_id: str | None = None,
-    ):
-        super().__init__(message)
-        self.param = param
-        self.code = code
-        self.request_id = request_id
 
 
 # ---- params -----------------------------------------------------------------------------
@@ -195,71 +177,6 @@ def model_info_to_wire(info: ModelInfo) -> Message:
 
 def model_info_from_wire(data: Message) -> ModelInfo:
     return ModelInfo(**data)
-
-
-# ---- type checks ------------------------------------------------------------------------
-
-
-MAX_ID_LENGTH = 256
-
-
-def field_of(obj: Message, name: str, kind: Any, default: Any = MISSING) -> Any:
-    """``obj[name]``, checked against the type hint ``kind`` (or ``default`` when absent)."""
-    value = obj.get(name, MISSING)
-    if value is MISSING and default is not MISSING:
-        return default
-    if not matches(value, kind):
-        raise ProtocolError(f"{name} must be {describe(kind)}, got {kind_of(value)}", name)
-    return value
-
-
-def request_id_of(obj: Message) -> str:
-    """A message's ``id``: a client-chosen string of 1 to MAX_ID_LENGTH characters."""
-    rid = field_of(obj, "id", str)
-    if not 0 < len(rid) <= MAX_ID_LENGTH:
-        raise ProtocolError(
-            f"id must be 1 to {MAX_ID_LENGTH} characters long, got {len(rid)}", "id"
-        )
-    return rid
-
-
-def matches(value: object, hint: Any) -> bool:
-    """Whether ``value`` (plain data) has the type ``hint`` names; bools are not numbers."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        return any(matches(value, arg) for arg in args)
-    if hint is type(None):
-        return value is None
-    if hint in (int, float):
-        numbers = (int,) if hint is int else (int, float)
-        return isinstance(value, numbers) and not isinstance(value, bool)
-    if origin is list:
-        return isinstance(value, list) and all(matches(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(
-            matches(k, args[0]) and matches(v, args[1]) for k, v in value.items()
-        )
-    return isinstance(value, hint)
-
-
-def describe(hint: Any) -> str:
-    """A type as an error message says it: "int or null", "a list of int"."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        return " or ".join(describe(arg) for arg in args)
-    if hint is type(None):
-        return "null"
-    if hint is dict:
-        return "a map"
-    if origin is list:
-        return f"a list of {describe(args[0])}"
-    if origin is dict:
-        return f"a map of {describe(args[0])} to {describe(args[1])}"
-    return hint.__name__
-
-
-def kind_of(value: object) -> str:
-    return "nothing" if value is MISSING else "null" if value is None else type(value).__name__
 
 
 def _logprobs_to_wire(position: PositionLogprobs) -> list[list[Any]]:

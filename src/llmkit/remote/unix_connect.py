@@ -11,9 +11,10 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream
 
 from llmkit.engine.protocol import ModelInfo
-from llmkit.protocol.stream import PROTOCOL_VERSION, hello_request
-from llmkit.protocol.stream_data import Message, model_info_from_wire
-from llmkit.transports.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader, pack
+from llmkit.protocol.messages import Message
+from llmkit.remote.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader, pack
+from llmkit.remote.unix_data import model_info_from_wire
+from llmkit.remote.unix_protocol import PROTOCOL_VERSION, hello_request
 
 HANDSHAKE_TIMEOUT_S = 30.0
 

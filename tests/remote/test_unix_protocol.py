@@ -14,21 +14,21 @@ from llmkit.outputs import (
     Logprob,
     RequestOutput,
 )
-from llmkit.protocol.stream import parse_client_message, submit_request
-from llmkit.protocol.stream_data import (
-    ProtocolError,
+from llmkit.protocol.messages import ProtocolError
+from llmkit.remote.output_assembly import OutputAssembler, wire_params
+from llmkit.remote.unix_data import (
     output_from_wire,
     output_to_wire,
     params_from_wire,
     params_to_wire,
 )
+from llmkit.remote.unix_protocol import parse_client_message, submit_request
 from llmkit.sampling_params import (
     PoolingParams,
     RequestOutputKind,
     SamplingParams,
     StructuredOutputsParams,
 )
-from llmkit.transports.output_assembly import OutputAssembler, wire_params
 
 
 def over_the_wire(value):

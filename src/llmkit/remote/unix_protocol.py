@@ -1,4 +1,4 @@
-"""The stream protocol of the non-HTTP transports (unix socket, WebSocket): messages as plain data.
+"""The unix socket's protocol between an engine and its EngineClients: messages as plain data.
 
 Every message is a map with a ``"type"``. The client speaks first::
 
@@ -21,7 +21,7 @@ holds SamplingParams (generate) or PoolingParams (encode) fields; ``lora`` is an
 LoRA adapter, ``[name, id, path]``, as ``LoRARequest`` has them. Outputs are the engine's
 own (deltas when the client asks for ``output_kind`` DELTA); the first output of a request
 carries its prompt, the others leave it out. Embeddings travel as little-endian float32
-bytes (see :mod:`llmkit.protocol.stream_data`). An ``error`` answers a message that
+bytes (see :mod:`llmkit.remote.unix_data`). An ``error`` answers a message that
 cannot be served, naming the field at fault.
 """
 
@@ -34,21 +34,24 @@ from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
 from llmkit.errors import EngineDeadError, EngineOverloadedError, RequestFailedError
 from llmkit.lora_request import LoRARequest
-from llmkit.protocol.stream_data import (
+from llmkit.protocol.messages import (
     MISSING,
     Message,
-    Params,
     ProtocolError,
+    error_message,
     field_of,
     kind_of,
-    lora_from_wire,
     matches,
+    request_id_of,
+)
+from llmkit.remote.unix_data import (
+    Params,
+    lora_from_wire,
     model_info_to_wire,
     output_to_wire,
     param_of,
     params_from_wire,
     params_to_wire,
-    request_id_of,
     stats_to_wire,
 )
 from llmkit.sampling_params import PoolingParams, SamplingParams
@@ -197,23 +200,6 @@ def output_message(rid: str, output: EngineOutput, first: bool) -> Message:
         "id": rid,
         "output": output_to_wire(output, first),
     }
-
-
-def error_message(
-    message: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    request_id: str | None = None,
-    error_type: str = "invalid_request_error",
-) -> Message:
-    """An error in OpenAI's shape, with the request's id when it is about one request."""
-    error = {"message": message, "type": error_type, "param": param, "code": code}
-    return {"type": "error", "id": request_id, "error": error}
-
-
-def protocol_error_message(exc: ProtocolError) -> Message:
-    return error_message(str(exc), param=exc.param, code=exc.code, request_id=exc.request_id)
 
 
 def engine_error_message(rid: str, exc: Exception) -> Message:

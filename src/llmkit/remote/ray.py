@@ -20,9 +20,6 @@ import ray
 from ray.exceptions import RayActorError
 
 from llmkit.config import EngineConfig
-from llmkit.distributed.ray_replica import Replica
-from llmkit.distributed.ray_stream import ReplicaStream, Submission
-from llmkit.distributed.routing import Router, merge_stats
 from llmkit.engine.admission import stats_refusal
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.processor import InputProcessor, new_request_id
@@ -31,6 +28,9 @@ from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError
 from llmkit.lora_request import LoRARequest
+from llmkit.remote.ray_replica import Replica
+from llmkit.remote.ray_stream import ReplicaStream, Submission
+from llmkit.remote.routing import Router, merge_stats
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)

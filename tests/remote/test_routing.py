@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmkit.distributed.routing import Router, merge_stats
 from llmkit.engine.stats import EngineStats
+from llmkit.remote.routing import Router, merge_stats
 
 
 def test_a_shared_prefix_keeps_its_replica_until_it_is_much_busier():

@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from anyio.abc import SocketStream, TaskGroup
@@ -25,7 +25,6 @@ from anyio.abc import SocketStream, TaskGroup
 from llmkit.engine.admission import stats_refusal
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.loop import threadsafe_scheduler
-from llmkit.engine.output_stream import EngineStream, Output
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import (
     PromptType,
@@ -34,28 +33,25 @@ from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError, LLMKitError
 from llmkit.lora_request import LoRARequest
-from llmkit.protocol.stream import (
-    abort_request,
-    close_request,
-    error_from_wire,
-    submit_request,
-)
-from llmkit.protocol.stream_data import (
-    Message,
-    model_info_from_wire,
-    output_from_wire,
-    stats_from_wire,
-)
-from llmkit.sampling_params import PoolingParams, SamplingParams
-from llmkit.transports.framing import (
+from llmkit.protocol.messages import Message
+from llmkit.remote.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameError,
     FrameReader,
     frame_size,
     pack,
 )
-from llmkit.transports.output_assembly import OutputAssembler, wire_params
-from llmkit.transports.unix_connect import handshake, shutdown_socket
+from llmkit.remote.output_assembly import wire_params
+from llmkit.remote.unix_client_stream import ClientRequest, ClientStream
+from llmkit.remote.unix_connect import handshake, shutdown_socket
+from llmkit.remote.unix_data import model_info_from_wire, output_from_wire, stats_from_wire
+from llmkit.remote.unix_protocol import (
+    abort_request,
+    close_request,
+    error_from_wire,
+    submit_request,
+)
+from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -63,52 +59,8 @@ _CLOSE_TIMEOUT_S = 5.0
 _CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
 
-class _Request:
-    """A request in flight, as the reader task and its stream share it."""
-
-    def __init__(self, request_id: str, wire_id: str, params: SamplingParams | PoolingParams):
-        self.request_id = request_id
-        self.wire_id = wire_id
-        self.assembler = OutputAssembler(params)
-        self.error: Exception | None = None
-        self.event: anyio.Event | None = None
-
-    def wake(self) -> None:
-        if self.event is not None:
-            self.event.set()
-
-
-class ClientStream(EngineStream[Output]):
-    """One request's outputs; leaving the ``async for`` early (or ``close``) aborts it."""
-
-    def __init__(self, client: EngineClient, request: _Request):
-        super().__init__()
-        self._client = client
-        self._request = request
-
-    @property
-    def request_id(self) -> str:
-        return self._request.request_id
-
-    async def _next(self) -> Output:
-        request = self._request
-        while True:
-            if request.error is not None:
-                raise request.error
-            output = request.assembler.take()
-            if output is not None:
-                return cast(Output, output)
-            if self._client._dead is not None:
-                raise EngineDeadError(self._client._dead)
-            request.event = anyio.Event()
-            await request.event.wait()
-
-    def _release(self) -> None:
-        self._client._drop(self._request)
-
-
 class EngineClient(EngineFrontend):
-    """The engine served at ``path`` by :func:`~llmkit.transports.unix.serve_unix`::
+    """The engine served at ``path`` by :func:`~llmkit.remote.unix_server.serve_unix`::
 
         async with EngineClient("/run/llmkit.sock") as engine:
             async for out in engine.generate("Hello", SamplingParams(max_tokens=8)):
@@ -128,7 +80,7 @@ class EngineClient(EngineFrontend):
         self._processor: InputProcessor | None = None
         self._socket: SocketStream | None = None
         self._tasks: TaskGroup | None = None
-        self._requests: dict[str, _Request] = {}  # by wire id
+        self._requests: dict[str, ClientRequest] = {}  # by wire id
         self._wire_ids: dict[str, str] = {}  # request id -> wire id
         self._numbers = itertools.count()
         self._outbox: deque[bytes] = deque()
@@ -243,10 +195,10 @@ class EngineClient(EngineFrontend):
                 f"the request is {frame_size(frame)} bytes long encoded, more than the engine "
                 f"takes ({self._server_max_frame_bytes} bytes)"
             )
-        request = self._requests[wire_id] = _Request(request_id, wire_id, params)
+        request = self._requests[wire_id] = ClientRequest(request_id, wire_id, params)
         self._wire_ids[request_id] = wire_id
         self._send(frame)
-        stream: ClientStream[Any] = ClientStream(self, request)
+        stream: ClientStream[Any] = ClientStream(request, lambda: self._dead, self._drop)
         return stream
 
     def _inputs(self) -> InputProcessor:
@@ -256,12 +208,12 @@ class EngineClient(EngineFrontend):
             )
         return self._processor
 
-    def _forget(self, request: _Request) -> None:
+    def _forget(self, request: ClientRequest) -> None:
         self._requests.pop(request.wire_id, None)
         if self._wire_ids.get(request.request_id) == request.wire_id:
             del self._wire_ids[request.request_id]
 
-    def _drop(self, request: _Request) -> None:
+    def _drop(self, request: ClientRequest) -> None:
         """A stream was closed: forget its request, and abort it if it still runs."""
         if threading.get_ident() != self._loop_thread:
             # A finaliser on another thread: do it on the loop (gone: nothing to abort).

@@ -1,1 +1,0 @@
-"""Engine replicas on Ray: ReplicaGroup, an engine protocol over N AsyncEngine actors."""
