@@ -60,9 +60,11 @@ def test_every_public_name_resolves():
         assert getattr(llmkit, name) is not None
 
 
-def test_public_types_and_the_scheduler_do_not_import_torch():
+def test_public_types_and_the_scheduling_package_do_not_import_torch():
     code = (
-        "import sys, llmkit, llmkit.engine.scheduler, llmkit.engine.kv_cache, llmkit.engine.stop\n"
+        "import importlib, pkgutil, sys, llmkit, llmkit.engine.sched as sched\n"
+        "for m in pkgutil.iter_modules(sched.__path__, 'llmkit.engine.sched.'):\n"
+        "    importlib.import_module(m.name)\n"
         "from llmkit import EngineStats, SamplingParams, EngineConfig, ModelInfo, EngineProtocol\n"
         "from llmkit import LoRARequest\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"

@@ -2,7 +2,7 @@
 
 Continuous batching over a paged KV cache, driven offline through :class:`LLM` or from
 any anyio app through :class:`AsyncEngine`. Names are imported on first use, so that
-``import llmkit.engine.scheduler`` (pure Python) does not pull in torch. The adapters
+``import llmkit.engine.sched.scheduler`` (pure Python) does not pull in torch. The adapters
 around an engine have their own short modules: :mod:`llmkit.http` (``create_app``),
 :mod:`llmkit.unix` (``serve_unix``, ``EngineClient``), :mod:`llmkit.replicas`
 (``ReplicaGroup``) and :mod:`llmkit.websocket` (``WebSocketClient``).

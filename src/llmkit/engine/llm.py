@@ -13,7 +13,7 @@ from llmkit.engine.core import EngineCore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
-from llmkit.engine.request import Request
+from llmkit.engine.sched.request import Request
 from llmkit.engine.stats import EngineStats
 from llmkit.errors import LLMKitError, RequestFailedError
 from llmkit.lora_request import LoRARequest

@@ -14,7 +14,7 @@ from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.output_state import CompletionState, RequestState
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
-from llmkit.engine.request import ImageInput, Request
+from llmkit.engine.sched.request import ImageInput, Request
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams

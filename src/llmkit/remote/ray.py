@@ -20,10 +20,10 @@ import ray
 from ray.exceptions import RayActorError
 
 from llmkit.config import EngineConfig
-from llmkit.engine.admission import stats_refusal
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import ModelInfo, PromptType
+from llmkit.engine.sched.admission import stats_refusal
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError

@@ -22,13 +22,13 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
-from llmkit.engine.admission import stats_refusal
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import (
     PromptType,
 )
+from llmkit.engine.sched.admission import stats_refusal
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError, LLMKitError

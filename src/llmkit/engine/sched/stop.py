@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmkit.engine.request import Request, RequestStatus
+from llmkit.engine.sched.request import Request, RequestStatus
 
 # Adds the token's text to the sequence's; returns the stop string it completed, if any.
 # Its argument says whether stop strings may end the sequence yet (``min_tokens``).

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from llmkit import AsyncEngine, EngineConfig, EngineOverloadedError, SamplingParams
-from llmkit.engine.admission import AdmissionQueue
+from llmkit.engine.sched.admission import AdmissionQueue
 
 pytestmark = pytest.mark.anyio
 

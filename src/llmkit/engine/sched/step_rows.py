@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llmkit.engine.request import Request
-from llmkit.engine.scheduler import SchedulerOutput
+from llmkit.engine.sched.request import Request
+from llmkit.engine.sched.scheduler import SchedulerOutput
 
 
 @dataclass

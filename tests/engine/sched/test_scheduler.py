@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmkit.engine.kv_cache import BlockAllocator
-from llmkit.engine.request import Request, RequestStatus
-from llmkit.engine.scheduler import Scheduler
+from llmkit.engine.sched.kv_cache import BlockAllocator
+from llmkit.engine.sched.request import Request, RequestStatus
+from llmkit.engine.sched.scheduler import Scheduler
 
 
 def _sched(num_blocks=64, block_size=4, max_seqs=8, budget=32, chunked=True):

@@ -19,8 +19,8 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from llmkit.engine.kv_cache import BlockAllocator
-from llmkit.engine.request import Request, RequestStatus
+from llmkit.engine.sched.kv_cache import BlockAllocator
+from llmkit.engine.sched.request import Request, RequestStatus
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmkit.engine.request import Request, RequestStatus
-from llmkit.engine.stop import Stop, check_stop
+from llmkit.engine.sched.request import Request, RequestStatus
+from llmkit.engine.sched.stop import Stop, check_stop
 from llmkit.sampling_params import SamplingParams
 
 EOS = 2

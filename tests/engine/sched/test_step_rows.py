@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from llmkit.engine.request import Request
-from llmkit.engine.scheduler import SchedulerOutput
-from llmkit.engine.step_rows import plan_rows
+from llmkit.engine.sched.request import Request
+from llmkit.engine.sched.scheduler import SchedulerOutput
+from llmkit.engine.sched.step_rows import plan_rows
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 

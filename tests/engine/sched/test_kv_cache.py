@@ -6,8 +6,8 @@ import random
 import subprocess
 import sys
 
-from llmkit.engine.kv_cache import BlockAllocator
-from llmkit.engine.request import Request
+from llmkit.engine.sched.kv_cache import BlockAllocator
+from llmkit.engine.sched.request import Request
 
 
 def _req(tokens, rid="r"):
@@ -121,7 +121,7 @@ def test_random_mix_returns_every_block():
 
 def test_scheduler_allocator_and_request_import_no_torch():
     code = (
-        "import sys; import llmkit.engine.scheduler, llmkit.engine.kv_cache, llmkit.engine.request;"
+        "import sys; from llmkit.engine.sched import scheduler, kv_cache, request;"
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llmkit.engine.request import Request
+from llmkit.engine.sched.request import Request
 
 
 def hash_block(parent: bytes, tokens: list[int], extra: bytes = b"") -> bytes:
