@@ -37,6 +37,7 @@ EXPECTED = {
     "SamplingParams",
     "StructuredOutputsParams",
     "__version__",
+    "create_engine",
 }
 
 # The adapters around an engine, each from a short module whose names stay put while the

@@ -38,6 +38,7 @@ _EXPORTS = {
     "RequestOutputKind": "llmkit.sampling_params",
     "SamplingParams": "llmkit.sampling_params",
     "StructuredOutputsParams": "llmkit.sampling_params",
+    "create_engine": "llmkit.remote.placement",
 }
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
         Logprob,
         RequestOutput,
     )
+    from llmkit.remote.placement import create_engine
     from llmkit.sampling_params import (
         PoolingParams,
         RequestOutputKind,

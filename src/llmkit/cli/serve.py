@@ -204,19 +204,16 @@ def _served_engine(
     args: argparse.Namespace, config: EngineConfig | None
 ) -> tuple[EngineProtocol, str]:
     """The engine to serve (loaded, or reached at --engine-socket), and its model's name."""
+    from llmkit.remote.placement import create_engine
+
     if config is not None:
         # The model loads before the port listens, so a client that can connect can be served.
-        if args.data_parallel_size > 1 or args.ray_address:
-            from llmkit.remote.ray import ReplicaGroup
-
-            group = ReplicaGroup(config, args.data_parallel_size, ray_address=args.ray_address)
-            return group, args.model
-        from llmkit.engine.async_engine import AsyncEngine
-
-        return AsyncEngine(config), args.model
+        engine = create_engine(
+            config, data_parallel_size=args.data_parallel_size, ray_address=args.ray_address
+        )
+        return engine, args.model
     import anyio
 
-    from llmkit.remote.unix_client import EngineClient
     from llmkit.remote.unix_connect import fetch_model_info
 
     try:
@@ -225,7 +222,7 @@ def _served_engine(
         raise SystemExit(
             f"llmkit serve: error: cannot reach the engine at {args.engine_socket}: {exc}"
         ) from None
-    return EngineClient(args.engine_socket), info.name
+    return create_engine(engine_socket=args.engine_socket), info.name
 
 
 def _check_loras(engine: EngineProtocol, loras: list[LoRARequest], names: list[str]) -> None:
