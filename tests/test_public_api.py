@@ -43,7 +43,14 @@ EXPECTED = {
 # The adapters around an engine, each from a short module whose names stay put while the
 # folders behind them move.
 PUBLIC_MODULES = {
-    "llmkit.http": {"create_app", "RateLimits", "ServingOptions", "WebSocketOptions"},
+    "llmkit.http": {
+        "create_app",
+        "AccessOptions",
+        "HTTPOptions",
+        "RateLimits",
+        "ServingOptions",
+        "WebSocketOptions",
+    },
     "llmkit.unix": {"EngineClient", "serve_unix"},
     "llmkit.replicas": {"ReplicaGroup"},
     "llmkit.websocket": {"WebSocketClient"},
