@@ -29,6 +29,7 @@ EXPECTED = {
     "Logprob",
     "LoRARequest",
     "ModelInfo",
+    "ParamError",
     "PoolingParams",
     "RequestFailedError",
     "RequestOutput",

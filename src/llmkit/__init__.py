@@ -28,6 +28,7 @@ _EXPORTS = {
     "EngineOverloadedError": "llmkit.errors",
     "LLMKitError": "llmkit.errors",
     "LoRARequest": "llmkit.lora_request",
+    "ParamError": "llmkit.errors",
     "RequestFailedError": "llmkit.errors",
     "CompletionOutput": "llmkit.outputs",
     "EmbeddingOutput": "llmkit.outputs",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         EngineNotStartedError,
         EngineOverloadedError,
         LLMKitError,
+        ParamError,
         RequestFailedError,
     )
     from llmkit.lora_request import LoRARequest

@@ -7,7 +7,6 @@ What comes from a peer is checked field by field; a wrong one raises
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 import typing
 from array import array
@@ -15,6 +14,7 @@ from typing import Any
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo
 from llmkit.engine.stats import EngineStats
+from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import (
     CompletionOutput,
@@ -35,7 +35,6 @@ from llmkit.sampling_params import (
 Params = SamplingParams | PoolingParams
 
 _OUTPUT_KINDS = {kind.value: kind for kind in RequestOutputKind}
-_LEADING_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\b")
 # Each params class's fields and their types, for checking what a peer sends.
 _HINTS: dict[type, dict[str, Any]] = {
     cls: typing.get_type_hints(cls) for cls in (SamplingParams, PoolingParams)
@@ -89,10 +88,9 @@ def _structured_from_wire(value: Any, param: str) -> StructuredOutputsParams:
 
 
 def param_of(exc: ValueError, where: str = "params") -> str | None:
-    """``where.field`` for a params check's message, which starts with the field's name."""
-    match = _LEADING_NAME.match(str(exc))
-    if match and any(match.group(1) in hints for hints in _HINTS.values()):
-        return f"{where}.{match.group(1)}"
+    """``where.field`` for the params field a ``ParamError`` names, else None."""
+    if isinstance(exc, ParamError) and any(exc.param in hints for hints in _HINTS.values()):
+        return f"{where}.{exc.param}"
     return None
 
 

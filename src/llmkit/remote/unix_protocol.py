@@ -32,7 +32,7 @@ from typing import Literal
 
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.engine.stats import EngineStats
-from llmkit.errors import EngineDeadError, EngineOverloadedError, RequestFailedError
+from llmkit.errors import EngineDeadError, EngineOverloadedError, ParamError, RequestFailedError
 from llmkit.lora_request import LoRARequest
 from llmkit.protocol.messages import (
     MISSING,
@@ -245,6 +245,10 @@ def error_from_wire(error: Message) -> Exception:
     if error.get("code") == "engine_dead":
         return EngineDeadError(message)
     if error.get("type") == "invalid_request_error":
+        # A params field the engine named (params.top_p) is named here again.
+        param = error.get("param")
+        if isinstance(param, str) and param.startswith("params."):
+            return ParamError(param.removeprefix("params."), message)
         return ValueError(message)
     return RequestFailedError(message)
 
