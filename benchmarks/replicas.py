@@ -18,9 +18,9 @@ import ray
 
 from llmkit import EngineConfig, SamplingParams
 from llmkit.bench.workload import token_jobs
-from llmkit.distributed.ray import ReplicaGroup
 from llmkit.model.loader import load_hf_config
 from llmkit.model.names import resolve_model
+from llmkit.replicas import ReplicaGroup
 
 
 async def serve_all(group: ReplicaGroup, jobs, params: SamplingParams) -> tuple[float, int, float]:

@@ -21,7 +21,7 @@ import torch
 
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import token_jobs
-from llmkit.distributed.group import join_group, make_group, open_store
+from llmkit.executor.group import join_group, make_group, open_store
 from llmkit.model.loader import load_hf_config
 from llmkit.model.names import resolve_model
 
@@ -96,7 +96,7 @@ def run(model: str, size: int, jobs, max_tokens: int) -> dict[str, float]:
         result["allreduce_ms_per_step"] = 1e3 * timed.seconds / num_steps
         result["allreduces_per_step"] = timed.calls / num_steps
         result["allreduce_ms_per_layer"] = result["allreduce_ms_per_step"] / layers
-    llm._core.runner.close()
+    llm.close()
     return result
 
 

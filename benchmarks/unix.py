@@ -32,7 +32,7 @@ import anyio
 
 from llmkit import AsyncEngine, EngineConfig, RequestOutputKind, SamplingParams
 from llmkit.bench.workload import add_stream_flags, machine, workload_of
-from llmkit.transports.unix import EngineClient
+from llmkit.unix import EngineClient
 
 
 @dataclass

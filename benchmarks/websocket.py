@@ -27,7 +27,7 @@ from llmkit.bench.results import LevelResult, RequestResult
 from llmkit.bench.server import start_server
 from llmkit.bench.serving import DirectLoad, HttpLoad, Load, best_levels, openai_client
 from llmkit.bench.workload import add_stream_flags, machine, workload_of
-from llmkit.transports.websocket_client import WebSocketClient
+from llmkit.websocket import WebSocketClient
 
 
 class WebSocketLoad:

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.transports.http import create_app
+from llmkit.http import create_app
 
 
 def build_app(model: str) -> Starlette:

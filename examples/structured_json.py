@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from llmkit import LLM, SamplingParams, default_model
-from llmkit.sampling_params import StructuredOutputsParams
+from llmkit import LLM, SamplingParams, StructuredOutputsParams, default_model
 
 SCHEMA = {
     "type": "object",

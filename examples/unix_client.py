@@ -16,7 +16,7 @@ import sys
 import anyio
 
 from llmkit import RequestOutputKind, SamplingParams
-from llmkit.transports.unix import EngineClient
+from llmkit.unix import EngineClient
 
 
 async def stream_one(engine: EngineClient, name: str, prompt: str) -> None:

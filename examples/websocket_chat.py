@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import sys
 
-from llmkit.transports.websocket_client import WebSocketClient
+from llmkit.websocket import WebSocketClient
 
 
 async def chat(client: WebSocketClient, name: str, question: str) -> None:

@@ -2,7 +2,10 @@
 
 Continuous batching over a paged KV cache, driven offline through :class:`LLM` or from
 any anyio app through :class:`AsyncEngine`. Names are imported on first use, so that
-``import llmkit.engine.scheduler`` (pure Python) does not pull in torch.
+``import llmkit.engine.sched.scheduler`` (pure Python) does not pull in torch. The adapters
+around an engine have their own short modules: :mod:`llmkit.http` (``create_app``),
+:mod:`llmkit.unix` (``serve_unix``, ``EngineClient``), :mod:`llmkit.replicas`
+(``ReplicaGroup``) and :mod:`llmkit.websocket` (``WebSocketClient``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ _EXPORTS = {
     "EngineOverloadedError": "llmkit.errors",
     "LLMKitError": "llmkit.errors",
     "LoRARequest": "llmkit.lora_request",
+    "ParamError": "llmkit.errors",
     "RequestFailedError": "llmkit.errors",
     "CompletionOutput": "llmkit.outputs",
     "EmbeddingOutput": "llmkit.outputs",
@@ -34,6 +38,8 @@ _EXPORTS = {
     "PoolingParams": "llmkit.sampling_params",
     "RequestOutputKind": "llmkit.sampling_params",
     "SamplingParams": "llmkit.sampling_params",
+    "StructuredOutputsParams": "llmkit.sampling_params",
+    "create_engine": "llmkit.remote.placement",
     "default_model": "llmkit.model.names",
 }
 
@@ -65,6 +71,7 @@ if TYPE_CHECKING:
         EngineNotStartedError,
         EngineOverloadedError,
         LLMKitError,
+        ParamError,
         RequestFailedError,
     )
     from llmkit.lora_request import LoRARequest
@@ -76,4 +83,10 @@ if TYPE_CHECKING:
         Logprob,
         RequestOutput,
     )
-    from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+    from llmkit.remote.placement import create_engine
+    from llmkit.sampling_params import (
+        PoolingParams,
+        RequestOutputKind,
+        SamplingParams,
+        StructuredOutputsParams,
+    )

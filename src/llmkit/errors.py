@@ -1,7 +1,8 @@
 """The exceptions llmkit raises at its public boundary.
 
-Invalid input is a plain ``ValueError`` (raised before anything is queued). Everything
-else derives from :class:`LLMKitError`::
+Invalid input is a ``ValueError`` (raised before anything is queued); a
+:class:`ParamError` when one parameter is to blame, naming it. Everything else derives
+from :class:`LLMKitError`::
 
     LLMKitError
     ├── EngineDeadError        the engine stopped and cannot serve any request
@@ -12,6 +13,28 @@ else derives from :class:`LLMKitError`::
 """
 
 from __future__ import annotations
+
+
+class ParamError(ValueError):
+    """Bad input that one parameter is to blame for: ``param`` names it (``top_p``,
+    ``structured_outputs``), and the message starts with that name. Still a ValueError,
+    as all bad input is; the serving layer answers it with a 400 naming ``param``."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+
+    def __reduce__(self) -> tuple[type[ParamError], tuple[str, str]]:
+        # Raised in a Ray replica, it crosses to the caller pickled.
+        return (ParamError, (self.param, str(self)))
+
+    def renamed(self, names: dict[str, str]) -> ParamError:
+        """The same error naming the parameter as the caller knows it (``names``: the
+        engine's names -> the caller's), in ``param`` and at the start of the message."""
+        new = names.get(self.param)
+        if new is None:
+            return self
+        return ParamError(new, new + str(self).removeprefix(self.param))
 
 
 class LLMKitError(Exception):

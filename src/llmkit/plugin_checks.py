@@ -39,18 +39,25 @@ def _article(kind: str) -> str:
     return kind if kind.startswith("the ") else ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
+def _base(path: str) -> type:
+    """A parser base class named as an entry point names its object: the parser packages
+    sit above discovery in the layers (they look plugins up by name), so discovery reaches
+    their bases by name, when a plugin is checked."""
+    module, _, name = path.partition(":")
+    base: type = getattr(importlib.import_module(module), name)
+    return base
+
+
 def tool_parser(target: Any) -> str | None:
     """Why ``target`` is not a tool parser class (None if it is one)."""
-    from llmkit.tools.base import ToolParser
-
-    return _parser_class(target, ToolParser, "llmkit.plugin_api.ToolParser")
+    base = _base("llmkit.tools.base:ToolParser")
+    return _parser_class(target, base, "llmkit.plugin_api.ToolParser")
 
 
 def reasoning_parser(target: Any) -> str | None:
     """Why ``target`` is not a reasoning parser class (None if it is one)."""
-    from llmkit.reasoning.base import ReasoningParser
-
-    return _parser_class(target, ReasoningParser, "llmkit.plugin_api.ReasoningParser")
+    base = _base("llmkit.reasoning.base:ReasoningParser")
+    return _parser_class(target, base, "llmkit.plugin_api.ReasoningParser")
 
 
 def chat_template(target: Any) -> str | None:

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from llmkit.errors import ParamError
+
 
 class RequestOutputKind(enum.Enum):
     """What each streamed output carries: everything so far, only the new part, or the end."""
@@ -45,7 +47,9 @@ class StructuredOutputsParams:
             try:
                 schema = jsonlib.loads(self.json)
             except ValueError as exc:
-                raise ValueError(f"structured_outputs.json is not valid JSON: {exc}") from None
+                raise ParamError(
+                    "structured_outputs", f"structured_outputs.json is not valid JSON: {exc}"
+                ) from None
             object.__setattr__(self, "json", schema)
         if self.json is not None:
             _check(
@@ -79,7 +83,10 @@ class StructuredOutputsParams:
         if isinstance(value, cls):
             return value
         if not isinstance(value, dict):
-            raise ValueError(f"structured_outputs must be an object, got {type(value).__name__}")
+            raise ParamError(
+                "structured_outputs",
+                f"structured_outputs must be an object, got {type(value).__name__}",
+            )
         unknown = sorted(set(value) - {f.name for f in fields(cls)})
         _check(not unknown, "structured_outputs", f"has unknown fields {unknown}")
         return cls(**value)
@@ -140,7 +147,7 @@ class SamplingParams:
             try:
                 self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
             except (TypeError, ValueError):
-                raise ValueError("logit_bias must map token ids to numbers") from None
+                raise ParamError("logit_bias", "logit_bias must map token ids to numbers") from None
         if self.top_k is None:
             self.top_k = 0
         self._check_types()
@@ -280,4 +287,5 @@ class PoolingParams:
 
 def _check(ok: bool, name: str, message: str) -> None:
     if not ok:
-        raise ValueError(f"{name} {message}")
+        # A nested field (structured_outputs.choice) is blamed on the request's field.
+        raise ParamError(name.partition(".")[0], f"{name} {message}")

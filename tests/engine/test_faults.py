@@ -22,8 +22,8 @@ from llmkit import (
     RequestOutputKind,
     SamplingParams,
 )
-from llmkit.engine.request import Request, RequestStatus
-from llmkit.engine.scheduler import Scheduler
+from llmkit.engine.sched.request import Request, RequestStatus
+from llmkit.engine.sched.scheduler import Scheduler
 
 pytestmark = pytest.mark.anyio
 

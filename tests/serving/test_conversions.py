@@ -20,7 +20,7 @@ from llmkit.protocol.openai import (
     UsageInfo,
 )
 from llmkit.sampling_params import RequestOutputKind
-from llmkit.serving.errors import OpenAIError, from_validation_error
+from llmkit.serving.errors import OpenAIError, from_validation_error, naming
 from llmkit.serving.logprobs import chat_logprobs, completion_logprobs, token_repr
 from llmkit.serving.params import build_sampling_params, check_context_length
 
@@ -44,7 +44,7 @@ def test_sampling_params_from_a_completion_request():
         seed=1,
         ignore_eos=True,
     )
-    params = build_sampling_params(req, max_tokens=9, logprobs=2, prompt_logprobs=None, renames={})
+    params = build_sampling_params(req, max_tokens=9, logprobs=2, prompt_logprobs=None)
     assert (params.temperature, params.top_k, params.stop, params.max_tokens) == (0.5, 3, ["x"], 9)
     assert params.logit_bias == {7: -100.0} and params.ignore_eos and params.logprobs == 2
     assert params.output_kind is RequestOutputKind.DELTA  # streams and joins alike
@@ -56,7 +56,6 @@ def test_defaults_follow_openai():
         max_tokens=16,
         logprobs=None,
         prompt_logprobs=None,
-        renames={},
     )
     assert (params.temperature, params.top_p, params.n, params.max_tokens) == (1.0, 1.0, 1, 16)
 
@@ -70,26 +69,19 @@ def test_defaults_follow_openai():
     ],
 )
 def test_invalid_values_name_the_request_parameter(fields, max_tokens, renames, param):
-    with pytest.raises(OpenAIError) as err:
+    with pytest.raises(OpenAIError) as err, naming(renames):
         build_sampling_params(
             chat(**fields),
             max_tokens=max_tokens,
             logprobs=None,
             prompt_logprobs=None,
-            renames=renames,
         )
     assert err.value.status == 400 and err.value.param == param
 
 
 def test_chat_logprobs_errors_name_top_logprobs():
-    with pytest.raises(OpenAIError) as err:
-        build_sampling_params(
-            chat(),
-            max_tokens=None,
-            logprobs=-1,
-            prompt_logprobs=None,
-            renames={"logprobs": "top_logprobs"},
-        )
+    with pytest.raises(OpenAIError) as err, naming({"logprobs": "top_logprobs"}):
+        build_sampling_params(chat(), max_tokens=None, logprobs=-1, prompt_logprobs=None)
     assert err.value.param == "top_logprobs"
     assert err.value.message == "top_logprobs must be non-negative, got -1"
 

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.transports.http import create_app
+from llmkit.http import AccessOptions, HTTPOptions, create_app
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -107,7 +107,14 @@ async def test_closing_ends_what_runs_in_a_mounted_app_with_the_shutdown_error(e
 @pytest.mark.anyio
 async def test_mounted_under_a_prefix_with_api_key(engine):
     outer = Starlette(
-        routes=[Mount("/llm", app=create_app(engine, api_key=["k1", "k2"], served_model_name="m"))]
+        routes=[
+            Mount(
+                "/llm",
+                app=create_app(
+                    engine, access=AccessOptions(api_key=["k1", "k2"]), served_model_name="m"
+                ),
+            )
+        ]
     )
     async with client_for(outer) as client:
         assert (await client.get("/llm/health")).status_code == 200
@@ -120,7 +127,9 @@ async def test_mounted_under_a_prefix_with_api_key(engine):
 async def test_the_chat_page_is_off_unless_asked_and_needs_no_key(engine):
     async with client_for(create_app(engine)) as client:
         assert (await client.get("/")).status_code == 404
-    outer = Starlette(routes=[Mount("/llm", app=create_app(engine, api_key="k", ui=True))])
+    outer = Starlette(
+        routes=[Mount("/llm", app=create_app(engine, access=AccessOptions(api_key="k"), ui=True))]
+    )
     async with client_for(outer) as client:
         page = await client.get("/llm/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -136,7 +145,9 @@ async def test_the_chat_page_is_off_unless_asked_and_needs_no_key(engine):
 
 @pytest.mark.anyio
 async def test_metrics_count_finished_requests_and_tokens(engine):
-    async with client_for(create_app(engine, api_key="k", metrics_require_api_key=True)) as client:
+    async with client_for(
+        create_app(engine, access=AccessOptions(api_key="k", metrics_require_api_key=True))
+    ) as client:
         assert (await client.get("/metrics")).status_code == 401
         for _ in range(2):
             await client.post(
@@ -176,7 +187,9 @@ async def test_prompts_stay_out_of_the_log_unless_asked(engine, caplog):
         await client.post("/v1/completions", json={"prompt": secret, "max_tokens": 1})
     assert "request cmpl-" in caplog.text and secret not in caplog.text
     caplog.clear()
-    async with client_for(create_app(engine, log_prompts=True, max_log_len=10)) as client:
+    async with client_for(
+        create_app(engine, http=HTTPOptions(log_prompts=True, max_log_len=10))
+    ) as client:
         await client.post("/v1/completions", json={"prompt": secret, "max_tokens": 1})
     assert repr(secret)[:10] + "..." in caplog.text and secret not in caplog.text
 

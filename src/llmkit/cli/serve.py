@@ -15,8 +15,10 @@ from llmkit.cli.serve_drain import DrainingServer
 from llmkit.cli.serve_flags import add_server_flags
 from llmkit.cli.serve_listen import bind_sockets, listen
 from llmkit.cli.serve_setup import (
+    access_options,
     apply_log_config,
     chat_template,
+    http_options,
     load_middleware,
     lora_modules,
     rate_limits,
@@ -109,9 +111,8 @@ def serve_command(args: argparse.Namespace) -> int:
     template = chat_template(args.chat_template)
     limits = rate_limits(args)
     loras = lora_modules(args)
-    for flag in ("sse_keepalive_s", "max_request_body_bytes", "request_body_timeout_s"):
-        if getattr(args, flag) < 0:
-            raise SystemExit(f"llmkit: error: --{flag.replace('_', '-')}: must be >= 0")
+    http = http_options(args)
+    access = access_options(args, keys)
     engine_settings = _engine_settings(args)
     # Bound before the model loads, so a busy port fails at once (a failure from here on
     # ends the process, which closes them; uvicorn closes them when it stops).
@@ -121,28 +122,17 @@ def serve_command(args: argparse.Namespace) -> int:
     app = create_app(
         engine,
         served_model_name=args.served_model_name or [name],
-        api_key=keys,
-        allowed_origins=_split(args.allowed_origins),
-        allowed_methods=_split(args.allowed_methods) or ["*"],
-        allowed_headers=_split(args.allowed_headers) or ["*"],
-        allow_credentials=args.allow_credentials,
         chat_template=template,
-        log_prompts=args.log_prompts,
-        max_log_len=args.max_log_len,
-        metrics_require_api_key=args.metrics_require_api_key,
         owns_engine=True,
-        options=options,
-        middleware=middleware,
-        enable_server_load_tracking=args.enable_server_load_tracking,
-        access_log=not args.disable_uvicorn_access_log,
-        websocket=websocket,
         ui=not args.no_ui,
+        options=options,
+        access=access,
+        http=http,
+        websocket=websocket,
         rate_limits=limits,
-        sse_keepalive_s=args.sse_keepalive_s or None,
+        middleware=middleware,
         lora_modules=loras,
         enable_lora_runtime_updates=args.enable_lora_runtime_updates,
-        max_request_body_bytes=args.max_request_body_bytes or None,
-        request_body_timeout_s=args.request_body_timeout_s or None,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = args.uvicorn_log_level or args.log_level
@@ -204,20 +194,17 @@ def _served_engine(
     args: argparse.Namespace, config: EngineConfig | None
 ) -> tuple[EngineProtocol, str]:
     """The engine to serve (loaded, or reached at --engine-socket), and its model's name."""
+    from llmkit.remote.placement import create_engine
+
     if config is not None:
         # The model loads before the port listens, so a client that can connect can be served.
-        if args.data_parallel_size > 1 or args.ray_address:
-            from llmkit.distributed.ray import ReplicaGroup
-
-            group = ReplicaGroup(config, args.data_parallel_size, ray_address=args.ray_address)
-            return group, args.model
-        from llmkit.engine.async_engine import AsyncEngine
-
-        return AsyncEngine(config), args.model
+        engine = create_engine(
+            config, data_parallel_size=args.data_parallel_size, ray_address=args.ray_address
+        )
+        return engine, args.model
     import anyio
 
-    from llmkit.transports.unix_client import EngineClient
-    from llmkit.transports.unix_connect import fetch_model_info
+    from llmkit.remote.unix_connect import fetch_model_info
 
     try:
         info = anyio.run(fetch_model_info, args.engine_socket)
@@ -225,7 +212,7 @@ def _served_engine(
         raise SystemExit(
             f"llmkit serve: error: cannot reach the engine at {args.engine_socket}: {exc}"
         ) from None
-    return EngineClient(args.engine_socket), info.name
+    return create_engine(engine_socket=args.engine_socket), info.name
 
 
 def _check_loras(engine: EngineProtocol, loras: list[LoRARequest], names: list[str]) -> None:
@@ -239,9 +226,3 @@ def _check_loras(engine: EngineProtocol, loras: list[LoRARequest], names: list[s
             anyio.run(engine.add_lora, lora)
         except ValueError as exc:
             raise SystemExit(f"llmkit: error: --lora-modules: {exc}") from None
-
-
-def _split(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]

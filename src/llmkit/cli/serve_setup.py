@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib
 import json
@@ -10,7 +11,7 @@ import logging.config
 import os
 import ssl
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from llmkit.chat.resolve import resolve_chat_template
 from llmkit.errors import PluginError
@@ -18,9 +19,46 @@ from llmkit.lora_request import LoRARequest
 from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.serving.options import ServingOptions
 from llmkit.transports.http_limits import RateLimits
+from llmkit.transports.http_options import AccessOptions, HTTPOptions
 
 if TYPE_CHECKING:
     from llmkit.transports.websocket import WebSocketOptions
+
+
+Options = TypeVar("Options")
+
+
+def from_flags(cls: type[Options], args: argparse.Namespace, **given: Any) -> Options:
+    """An option object with each field its flag of the same name sets, and ``given``: a new
+    setting is a field of the object and a flag, nothing more."""
+    fields = {f.name for f in dataclasses.fields(cls)} - set(given)  # type: ignore[arg-type]
+    return cls(**{name: getattr(args, name) for name in fields if hasattr(args, name)}, **given)
+
+
+def http_options(args: argparse.Namespace) -> HTTPOptions:
+    """How the app treats requests; 0 turns a limit off."""
+    for name in ("sse_keepalive_s", "max_request_body_bytes", "request_body_timeout_s"):
+        if getattr(args, name) < 0:
+            _fail("--" + name.replace("_", "-"), "must be >= 0")
+    return from_flags(HTTPOptions, args, access_log=not args.disable_uvicorn_access_log)
+
+
+def access_options(args: argparse.Namespace, keys: list[str] | None) -> AccessOptions:
+    """API keys (``keys``: the flags', or the environment's) and CORS."""
+    return from_flags(
+        AccessOptions,
+        args,
+        api_key=keys,
+        allowed_origins=_split(args.allowed_origins),
+        allowed_methods=_split(args.allowed_methods) or ["*"],
+        allowed_headers=_split(args.allowed_headers) or ["*"],
+    )
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def _fail(flag: str, message: str) -> NoReturn:

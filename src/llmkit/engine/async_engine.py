@@ -17,27 +17,23 @@ import anyio
 from llmkit.config import EngineConfig
 from llmkit.engine.commands import CommandQueue
 from llmkit.engine.core import EngineCore
+from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import (
-    Conversation,
-    ModelInfo,
     PromptType,
-    TokensPrompt,
 )
 from llmkit.engine.request_stream import RequestStream
 from llmkit.engine.stats import EngineStats
-from llmkit.engine.tokenizer import Tokenizer
 from llmkit.engine.watchdog import Watchdog
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.lora_request import LoRARequest
-from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
 
 
-class AsyncEngine:
+class AsyncEngine(EngineFrontend):
     """Continuous batching for an async app::
 
         async with AsyncEngine(EngineConfig(model="demo")) as engine:
@@ -45,7 +41,8 @@ class AsyncEngine:
                 print(out.outputs[0].text)
 
     It implements :class:`~llmkit.engine.protocol.EngineProtocol`, the surface every
-    transport uses.
+    transport uses; its front half (tokenize, render_chat, generate, encode, chat) is
+    :class:`~llmkit.engine.frontend.EngineFrontend`'s.
     """
 
     def __init__(self, config: EngineConfig | str | None = None, **kwargs: Any):
@@ -111,96 +108,10 @@ class AsyncEngine:
         """Raise ``EngineOverloadedError`` if a new request would be refused now (queue full)."""
         self._core.queue.check()
 
-    @property
-    def model_info(self) -> ModelInfo:
-        return self._core.model_info
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        return self._core.tokenizer
-
-    def tokenize(self, prompt: PromptType, truncate: int | None = None) -> TokensPrompt:
-        """Checked token ids of ``prompt``; ``truncate`` keeps the last ones (-1: max_model_len)."""
-        return self._processor.tokenize(prompt, truncate)
-
-    def render_chat(
-        self,
-        messages: Conversation,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> TokensPrompt:
-        """A conversation rendered through the chat template and tokenized."""
-        return self._processor.render_chat(
-            messages,
-            chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
-        )
+    def _inputs(self) -> InputProcessor:
+        return self._processor
 
     # ---- requests ------------------------------------------------------------------
-
-    def generate(
-        self,
-        prompt: PromptType,
-        sampling_params: SamplingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-        lora_request: LoRARequest | None = None,
-    ) -> RequestStream[RequestOutput]:
-        """Start a request (with a LoRA adapter if ``lora_request`` names one); iterate the
-        result with ``async for``. Invalid input raises ``ValueError`` before anything is queued.
-        """
-        params = sampling_params or SamplingParams()
-        return self._add(prompt, params, request_id, priority, lora_request)
-
-    def encode(
-        self,
-        prompt: PromptType,
-        pooling_params: PoolingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-    ) -> RequestStream[EmbeddingRequestOutput]:
-        """Start a pooling (embedding) request; its stream yields one output."""
-        return self._add(prompt, pooling_params or PoolingParams(), request_id, priority)
-
-    def chat(
-        self,
-        messages: Conversation,
-        sampling_params: SamplingParams | None = None,
-        *,
-        request_id: str | None = None,
-        priority: int = 0,
-        chat_template: str | None = None,
-        chat_template_kwargs: dict[str, Any] | None = None,
-        add_generation_prompt: bool = True,
-        continue_final_message: bool = False,
-        tools: list[dict[str, Any]] | None = None,
-        lora_request: LoRARequest | None = None,
-    ) -> RequestStream[RequestOutput]:
-        """Like :meth:`generate`, on a conversation rendered through the chat template."""
-        self.check_admission()
-        prompt = self.render_chat(
-            messages,
-            chat_template,
-            chat_template_kwargs,
-            add_generation_prompt,
-            continue_final_message,
-            tools,
-        )
-        return self.generate(
-            prompt,
-            sampling_params,
-            request_id=request_id,
-            priority=priority,
-            lora_request=lora_request,
-        )
 
     async def abort(self, request_id: str) -> None:
         """Abort a request; its reader gets a final output with finish reason "abort"."""
@@ -214,13 +125,13 @@ class AsyncEngine:
         """Forget an adapter; requests already running with it finish with it."""
         return self._core.loras.remove(lora_id)
 
-    def _add(
+    def _start(
         self,
         prompt: PromptType,
         params: SamplingParams | PoolingParams,
         request_id: str | None,
         priority: int,
-        lora: LoRARequest | None = None,
+        lora: LoRARequest | None,
     ) -> RequestStream[Any]:
         """Check, admit and queue a request; its stream's output type follows ``params``.
 
@@ -278,7 +189,7 @@ class AsyncEngine:
             self._dead = exc
         finally:
             self._watchdog.stop()
-            core.runner.close()  # tensor-parallel workers end with the loop
+            core.close()  # tensor-parallel workers end with the loop
             self._stats = core.stats()
             if self._dead is None:
                 self._dead = EngineDeadError("the engine was shut down")

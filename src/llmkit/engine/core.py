@@ -10,22 +10,22 @@ from collections.abc import Iterator
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.distributed.runner import create_runner
-from llmkit.engine.admission import AdmissionQueue
 from llmkit.engine.encoder_cache import EncoderCache
-from llmkit.engine.kv_cache import BlockAllocator
 from llmkit.engine.lora_store import LoRAStore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.pooling import pool_step
-from llmkit.engine.request import Request, RequestStatus
 from llmkit.engine.resolve import resolve
-from llmkit.engine.scheduler import Scheduler, SchedulerOutput
+from llmkit.engine.sched.admission import AdmissionQueue
+from llmkit.engine.sched.kv_cache import BlockAllocator
+from llmkit.engine.sched.request import Request, RequestStatus
+from llmkit.engine.sched.scheduler import Scheduler, SchedulerOutput
+from llmkit.engine.sched.step_rows import plan_rows
+from llmkit.engine.sched.stop import check_stop
 from llmkit.engine.seq_state import SeqState
 from llmkit.engine.stats import EngineStats
-from llmkit.engine.step_rows import plan_rows
-from llmkit.engine.stop import check_stop
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
+from llmkit.executor.runner import create_runner
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import Logprob, PositionLogprobs
@@ -116,6 +116,10 @@ class EngineCore:
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
+
+    def close(self) -> None:
+        """Release what the core started (tensor-parallel workers); idempotent."""
+        self.runner.close()
 
     def stats(self) -> EngineStats:
         return EngineStats(

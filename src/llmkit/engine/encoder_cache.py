@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-from llmkit.engine.kv_cache import BlockAllocator
-from llmkit.engine.request import Request
+from llmkit.engine.sched.kv_cache import BlockAllocator
+from llmkit.engine.sched.request import Request
 from llmkit.model.runner import SeqInput
 
 

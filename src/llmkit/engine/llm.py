@@ -13,7 +13,7 @@ from llmkit.engine.core import EngineCore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
-from llmkit.engine.request import Request
+from llmkit.engine.sched.request import Request
 from llmkit.engine.stats import EngineStats
 from llmkit.errors import LLMKitError, RequestFailedError
 from llmkit.lora_request import LoRARequest
@@ -26,13 +26,27 @@ LoRAArg = LoRARequest | Sequence[LoRARequest | None] | None
 
 
 class LLM:
-    """Runs a model over batches of prompts in this thread; results come in input order."""
+    """Runs a model over batches of prompts in this thread; results come in input order.
+
+    ``close()`` (or leaving ``with LLM(...) as llm:``) ends what it started at once: the
+    tensor-parallel workers, which otherwise end when the object is collected.
+    """
 
     def __init__(self, model: str, **kwargs: Any):
         self.config = EngineConfig.from_kwargs(model, **kwargs)
         self._core = EngineCore(self.config)
         self._processor = InputProcessor(self._core.model_info, self._core.tokenizer)
         self._counter = 0
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the tensor-parallel workers, if any; the object serves no request after."""
+        self._core.close()
 
     @property
     def model_info(self) -> ModelInfo:

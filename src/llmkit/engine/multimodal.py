@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmkit.engine.protocol import ModelInfo
-from llmkit.engine.request import ImageInput
+from llmkit.engine.sched.request import ImageInput
 
 _MODALITIES = ("image",)
 

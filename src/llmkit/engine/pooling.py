@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from llmkit.engine.request import Request
+from llmkit.engine.sched.request import Request
 from llmkit.engine.seq_state import SeqState
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
 

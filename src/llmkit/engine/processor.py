@@ -15,8 +15,9 @@ from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.output_state import CompletionState, RequestState
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
-from llmkit.engine.request import ImageInput, Request
+from llmkit.engine.sched.request import ImageInput, Request
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.structured import CompiledGrammar, GrammarCompiler
@@ -56,9 +57,10 @@ class InputProcessor:
         in vLLM.
         """
         if truncate is not None and truncate > self.max_model_len:
-            raise ValueError(
+            raise ParamError(
+                "truncate_prompt_tokens",
                 f"truncate_prompt_tokens={truncate} is more than max_model_len="
-                f"{self.max_model_len}; choose a smaller truncation size"
+                f"{self.max_model_len}; choose a smaller truncation size",
             )
         limit = None if truncate is None else (self.max_model_len if truncate == -1 else truncate)
         if isinstance(prompt, dict):
@@ -137,9 +139,10 @@ class InputProcessor:
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(params, name)
             if value is not None and value > self.info.max_logprobs:
-                raise ValueError(
+                raise ParamError(
+                    name,
                     f"{name}={value} is more than the engine allows (max_logprobs="
-                    f"{self.info.max_logprobs})"
+                    f"{self.info.max_logprobs})",
                 )
         for name, ids in (
             ("stop_token_ids", params.stop_token_ids or []),
@@ -148,8 +151,9 @@ class InputProcessor:
         ):
             bad = [t for t in ids if not 0 <= t < self.vocab_size]
             if bad:
-                raise ValueError(
-                    f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})"
+                raise ParamError(
+                    name,
+                    f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})",
                 )
 
     def compile_grammar(self, params: SamplingParams) -> CompiledGrammar | None:
@@ -179,9 +183,10 @@ class InputProcessor:
 
     def check_pooling_params(self, params: PoolingParams) -> None:
         if params.dimensions is not None and params.dimensions > self.info.hidden_size:
-            raise ValueError(
+            raise ParamError(
+                "dimensions",
                 f"dimensions={params.dimensions} is more than the model's embedding size "
-                f"({self.info.hidden_size})"
+                f"({self.info.hidden_size})",
             )
 
     def check_pooling(self, prompt_len: int) -> None:

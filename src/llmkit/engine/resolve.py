@@ -8,7 +8,6 @@ from typing import Any
 from llmkit.config import EngineConfig
 from llmkit.engine.protocol import ModelInfo, Task
 from llmkit.model.loader import load_hf_config, model_class, resolve_model, resolve_tokenizer
-from llmkit.model.models.llava import tokens_per_image
 from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 
 _DEFAULT_BATCHED_TOKENS = 2048
@@ -43,14 +42,16 @@ def resolve(config: EngineConfig) -> ResolvedModel:
         hidden_size=text_config.hidden_size,
         max_logprobs=config.max_logprobs,
         is_encoder=is_encoder,
-        **_image_fields(config, path, hf_config),
+        **_image_fields(config, path, hf_config, cls),
     )
     return ResolvedModel(path, hf_config, info, pooling, _budget(config, max_model_len, is_encoder))
 
 
-def _image_fields(config: EngineConfig, path: str, hf_config: Any) -> dict[str, Any]:
-    """ModelInfo's image fields for a model with a vision tower (LLaVA); none for text only."""
-    if getattr(hf_config, "vision_config", None) is None:
+def _image_fields(config: EngineConfig, path: str, hf_config: Any, cls: Any) -> dict[str, Any]:
+    """ModelInfo's image fields for a model with a vision tower (LLaVA); none for text only.
+    The registry's class says how many embeddings an image becomes (``tokens_per_image``)."""
+    tokens_per_image = getattr(cls, "tokens_per_image", None)
+    if tokens_per_image is None or getattr(hf_config, "vision_config", None) is None:
         return {}
     token_id = getattr(hf_config, "image_token_id", None)
     if token_id is None:

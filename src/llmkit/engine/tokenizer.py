@@ -7,6 +7,8 @@ from typing import Any
 from tokenizers import Encoding
 from tokenizers.decoders import DecodeStream
 
+from llmkit.errors import ParamError
+
 # A text over this many characters per token of a limit has its start tokenized first.
 _PROBE_CHARS_PER_TOKEN = 16
 _PROBE_SLACK = 16
@@ -109,7 +111,10 @@ class Tokenizer:
                 "the installed templates, e.g. chatml) to use chat"
             )
         if add_generation_prompt and continue_final_message:
-            raise ValueError("add_generation_prompt and continue_final_message cannot both be true")
+            raise ParamError(
+                "add_generation_prompt",
+                "add_generation_prompt and continue_final_message cannot both be true",
+            )
         text = self.hf.apply_chat_template(
             conversation,
             chat_template=chat_template,

@@ -23,8 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llmkit.protocol.stream import error_message
-from llmkit.protocol.stream_data import Message, ProtocolError, field_of, kind_of, request_id_of
+from llmkit.protocol.messages import (
+    Message,
+    ProtocolError,
+    error_message,
+    field_of,
+    kind_of,
+    request_id_of,
+)
 
 # The subprotocols: messages as JSON text frames (also the default) or msgpack binary frames.
 JSON_PROTOCOL = "llmkit.json"

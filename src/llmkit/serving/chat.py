@@ -22,7 +22,7 @@ from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, message_text, to_conversation
 from llmkit.serving.engine_calls import run_streams, start_generation
-from llmkit.serving.errors import bad_request, from_value_error
+from llmkit.serving.errors import bad_request, from_value_error, naming
 from llmkit.serving.extraction import Extractor
 from llmkit.serving.logprobs import chat_logprobs
 from llmkit.serving.media import image_parts
@@ -32,8 +32,6 @@ from llmkit.serving.stream import Emit, StreamSettings
 from llmkit.serving.structured import structured_outputs
 from llmkit.serving.tool_choice import ToolPlan, plan_tools
 from llmkit.serving.usage import UsageCounter
-
-_TEMPLATE_FLAGS = {"add_generation_prompt", "continue_final_message", "chat_template"}
 
 
 @dataclass
@@ -84,7 +82,7 @@ async def render_messages(
             )
         )
     except ValueError as exc:
-        raise from_value_error(exc, _TEMPLATE_FLAGS, default="messages") from None
+        raise from_value_error(exc, default="messages") from None
     except jinja2.TemplateError as exc:
         raise bad_request(
             f"the chat template failed on these messages: {exc}", "messages"
@@ -145,22 +143,24 @@ async def prepare_chat(
                 "tool_choice",
             )
         constraint, constraint_renames = tools.constraint, {"structured_outputs": "tools"}
-    renames = {"logprobs": "top_logprobs", "max_tokens": max_name, **constraint_renames}
-    params = build_sampling_params(
-        req,
-        max_tokens=max_tokens,
-        logprobs=top_logprobs if req.logprobs else None,
-        prompt_logprobs=req.prompt_logprobs,
-        renames=renames,
-        structured_outputs=constraint,
-    )
+    # The engine's names for what this request calls otherwise, for its 400s.
+    names = {"logprobs": "top_logprobs", "max_tokens": max_name, **constraint_renames}
+    with naming(names):
+        params = build_sampling_params(
+            req,
+            max_tokens=max_tokens,
+            logprobs=top_logprobs if req.logprobs else None,
+            prompt_logprobs=req.prompt_logprobs,
+            structured_outputs=constraint,
+        )
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":
         # As in vLLM: echo repeats the assistant message being continued.
         echo_text = message_text(req.messages[-1]) or None
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
     lora = ctx.loras.get(model)
-    streams = start_generation(ctx, request_id, [prompt], params, req.priority, renames, lora)
+    with naming(names):
+        streams = start_generation(ctx, request_id, [prompt], params, req.priority, lora)
     return ChatJob(
         request_id=request_id,
         model=model,

@@ -55,7 +55,6 @@ async def prepare_completion(
         max_tokens=req.max_tokens,
         logprobs=req.logprobs,
         prompt_logprobs=prompt_logprobs,
-        renames={},
         structured_outputs=req.structured_outputs,
     )
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)

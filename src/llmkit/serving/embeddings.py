@@ -21,8 +21,6 @@ from llmkit.serving.engine_calls import run_streams, start_embedding
 from llmkit.serving.errors import bad_request, from_value_error
 from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
 
-_POOLING_FIELDS = {"dimensions", "truncate_prompt_tokens", "normalize"}
-
 
 @dataclass
 class EmbeddingJob:
@@ -47,7 +45,7 @@ async def prepare_embedding(
             truncate_prompt_tokens=req.truncate_prompt_tokens,
         )
     except ValueError as exc:
-        raise from_value_error(exc, _POOLING_FIELDS) from None
+        raise from_value_error(exc) from None
     prompts = await tokenize_inputs(
         ctx, req.input, "input", params.truncate_prompt_tokens, refuse_empty_text=True
     )
@@ -63,7 +61,7 @@ async def prepare_embedding(
                 "context_length_exceeded",
             )
     ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
-    streams = start_embedding(ctx, request_id, prompts, params, req.priority, _POOLING_FIELDS)
+    streams = start_embedding(ctx, request_id, prompts, params, req.priority)
     return EmbeddingJob(request_id, model, prompts, streams, req.encoding_format)
 
 

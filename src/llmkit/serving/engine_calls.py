@@ -22,7 +22,6 @@ from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import from_value_error
-from llmkit.serving.params import PARAM_NAMES
 from llmkit.serving.prompts import EnginePrompt
 
 if sys.version_info < (3, 11):
@@ -38,7 +37,6 @@ def start_generation(
     prompts: list[EnginePrompt],
     params: SamplingParams,
     priority: int,
-    renames: dict[str, str] | None = None,
     lora_request: LoRARequest | None = None,
 ) -> list[OutputStream[RequestOutput]]:
     """Start one generation request per prompt (with ``lora_request``'s adapter); see
@@ -49,7 +47,7 @@ def start_generation(
             prompt.as_input(), params, request_id=rid, priority=priority, lora_request=lora_request
         )
 
-    return _start(ctx, request_id, prompts, start, PARAM_NAMES, renames)
+    return _start(ctx, request_id, prompts, start)
 
 
 def start_embedding(
@@ -58,14 +56,13 @@ def start_embedding(
     prompts: list[EnginePrompt],
     params: PoolingParams,
     priority: int,
-    known: set[str],
 ) -> list[OutputStream[EmbeddingRequestOutput]]:
     """Start one pooling request per prompt; see :func:`_start`."""
 
     def start(prompt: EnginePrompt, rid: str) -> OutputStream[EmbeddingRequestOutput]:
         return ctx.engine.encode(prompt.as_input(), params, request_id=rid, priority=priority)
 
-    return _start(ctx, request_id, prompts, start, known)
+    return _start(ctx, request_id, prompts, start)
 
 
 def _start(
@@ -73,13 +70,11 @@ def _start(
     request_id: str,
     prompts: list[EnginePrompt],
     start: Callable[[EnginePrompt, str], OutputStream[Output]],
-    known: set[str],
-    renames: dict[str, str] | None = None,
 ) -> list[OutputStream[Output]]:
     """Start one engine request per prompt, all or none.
 
-    A ``ValueError`` from the engine becomes a 400 naming the parameter (one of ``known``,
-    renamed by ``renames`` to the request's name for it); nothing is left running then.
+    A ``ValueError`` from the engine becomes a 400 naming the parameter a ``ParamError``
+    names; nothing is left running then.
     """
     streams: list[OutputStream[Output]] = []
     try:
@@ -89,7 +84,7 @@ def _start(
         for stream in streams:
             stream.close()
         if isinstance(exc, ValueError):
-            raise from_value_error(exc, known, renames) from None
+            raise from_value_error(exc) from None
         raise ctx.engine_error(exc) from exc
     return streams
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Iterator
 
 from pydantic import ValidationError
 
-from llmkit.errors import EngineDeadError, EngineOverloadedError, RequestFailedError
+from llmkit.errors import EngineDeadError, EngineOverloadedError, ParamError, RequestFailedError
 from llmkit.protocol.openai import ErrorInfo, ErrorResponse
 
 _TYPES = {
@@ -18,7 +20,6 @@ _TYPES = {
     500: "server_error",
     503: "service_unavailable",
 }
-_LEADING_NAME = re.compile(r"^([a-z_][a-z0-9_]*)\b")
 
 
 class OpenAIError(Exception):
@@ -65,25 +66,25 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return OpenAIError(400, message, param, code)
 
 
-def from_value_error(
-    exc: ValueError,
-    known: set[str],
-    renames: dict[str, str] | None = None,
-    default: str | None = None,
-) -> OpenAIError:
-    """A 400 for the engine's ValueError, naming the parameter its message starts with.
+def from_value_error(exc: ValueError, default: str | None = None) -> OpenAIError:
+    """A 400 for the engine's ValueError, naming the parameter a ``ParamError`` names (else
+    ``default``)."""
+    if isinstance(exc, ParamError):
+        return bad_request(str(exc), exc.param)
+    return bad_request(str(exc), default)
 
-    Engine messages start with the field name (``"top_p must be in (0, 1]"``,
-    ``"logprobs=30 is more than..."``); ``renames`` maps engine names to request names.
-    """
-    message = str(exc)
-    match = _LEADING_NAME.match(message)
-    param = default
-    if match and match.group(1) in known:
-        param = (renames or {}).get(match.group(1), match.group(1))
-        # The message names what the client sent (top_logprobs, not the engine's logprobs).
-        message = param + message[match.end() :]
-    return bad_request(message, param)
+
+@contextlib.contextmanager
+def naming(names: dict[str, str]) -> Iterator[None]:
+    """400s raised inside name the request's fields where the engine has its own names for
+    them (``names``: the engine's -> the request's, e.g. ``logprobs`` -> ``top_logprobs``)."""
+    try:
+        yield
+    except OpenAIError as exc:
+        if exc.status != 400 or exc.param not in names:
+            raise
+        renamed = ParamError(exc.param, exc.message).renamed(names)
+        raise bad_request(str(renamed), renamed.param, exc.code) from None
 
 
 def from_validation_error(exc: ValidationError) -> OpenAIError:

@@ -25,7 +25,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from llmkit.engine.admission import QUEUE_WAIT_BUCKETS
+from llmkit.engine.sched.admission import QUEUE_WAIT_BUCKETS
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, TypeVar
 
 from llmkit.protocol.openai import SamplingFields
@@ -10,8 +9,6 @@ from llmkit.sampling_params import RequestOutputKind, SamplingParams, Structured
 from llmkit.serving.errors import bad_request, from_value_error
 
 # The names an engine error may start with; a request may call some of them otherwise.
-PARAM_NAMES = {f.name for f in dataclasses.fields(SamplingParams)}
-
 T = TypeVar("T")
 
 
@@ -21,7 +18,6 @@ def build_sampling_params(
     max_tokens: int | None,
     logprobs: int | None,
     prompt_logprobs: int | None,
-    renames: dict[str, str],
     structured_outputs: dict[str, Any] | None = None,
 ) -> SamplingParams:
     """The engine's parameters for a completion or chat request.
@@ -62,7 +58,7 @@ def build_sampling_params(
             ),
         )
     except ValueError as exc:
-        raise from_value_error(exc, PARAM_NAMES, renames) from None
+        raise from_value_error(exc) from None
 
 
 def check_context_length(

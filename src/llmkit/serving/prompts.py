@@ -50,7 +50,7 @@ async def tokenize_inputs(
         try:
             prompt = await ctx.offload(ctx.engine.tokenize, item, truncate)
         except ValueError as exc:
-            error = from_value_error(exc, {"truncate_prompt_tokens"}, default=param)
+            error = from_value_error(exc, default=param)
             if error.param == param:
                 error = bad_request(f"{where}: {exc}", param)
             raise error from None

@@ -11,6 +11,7 @@ import numpy as np
 from llguidance import LLMatcher, LLTokenizer
 from numpy.typing import NDArray
 
+from llmkit.errors import ParamError
 from llmkit.sampling_params import StructuredOutputsParams
 from llmkit.structured.bitmask import allocate_bitmask
 
@@ -44,13 +45,13 @@ class LLGuidanceBackend:
         try:
             grammar = _grammar_text(spec)
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"{field} is invalid: {exc}") from None
+            raise ParamError("structured_outputs", f"{field} is invalid: {exc}") from None
         is_error, messages = LLMatcher.validate_grammar_with_warnings(grammar, self.tokenizer)
         if is_error:
-            raise ValueError(f"{field} is invalid: {messages[0]}")
+            raise ParamError("structured_outputs", f"{field} is invalid: {messages[0]}")
         template = LLMatcher(self.tokenizer, grammar, log_level=0)
         if template.is_error():
-            raise ValueError(f"{field} is invalid: {template.get_error()}")
+            raise ParamError("structured_outputs", f"{field} is invalid: {template.get_error()}")
         return LLGuidanceGrammar(template, self._vocab_size)
 
 

@@ -1,1 +1,3 @@
-"""Transports in front of the engine protocol: the OpenAI HTTP app (SSE)."""
+"""The OpenAI API over HTTP/SSE (``create_app``) and WebSocket (``/v1/ws``, the chat page and
+its Python client), built on serving/; apps import them from :mod:`llmkit.http` and
+:mod:`llmkit.websocket`."""

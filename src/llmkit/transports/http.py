@@ -28,11 +28,7 @@ from llmkit.serving.context import ServingContext
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.options import ServingOptions
-from llmkit.transports.http_body import (
-    DEFAULT_BODY_TIMEOUT_S,
-    DEFAULT_MAX_BODY_BYTES,
-    RequestBodyLimitMiddleware,
-)
+from llmkit.transports.http_body import RequestBodyLimitMiddleware
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
@@ -41,6 +37,7 @@ from llmkit.transports.http_middleware import (
     RequestContextMiddleware,
     ServerLoad,
 )
+from llmkit.transports.http_options import AccessOptions, HTTPOptions
 from llmkit.transports.http_routes import ERROR_HANDLERS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
@@ -50,54 +47,41 @@ def create_app(
     engine: EngineProtocol,
     *,
     served_model_name: str | Sequence[str] | None = None,
-    api_key: str | Sequence[str] | None = None,
-    allowed_origins: Sequence[str] | None = None,
-    allowed_methods: Sequence[str] = ("*",),
-    allowed_headers: Sequence[str] = ("*",),
-    allow_credentials: bool = False,
     chat_template: str | None = None,
-    log_prompts: bool = False,
-    max_log_len: int | None = None,
-    metrics_require_api_key: bool = False,
     owns_engine: bool = False,
-    options: ServingOptions | None = None,
-    middleware: Sequence[Middleware | Callable[..., Any]] = (),
-    enable_server_load_tracking: bool = False,
-    access_log: bool = True,
-    websocket: WebSocketOptions | None = None,
     ui: bool = False,
+    options: ServingOptions | None = None,
+    access: AccessOptions | None = None,
+    http: HTTPOptions | None = None,
+    websocket: WebSocketOptions | None = None,
     rate_limits: RateLimits | None = None,
-    sse_keepalive_s: float | None = 15.0,
+    middleware: Sequence[Middleware | Callable[..., Any]] = (),
     lora_modules: Sequence[LoRARequest] = (),
     enable_lora_runtime_updates: bool = False,
-    max_request_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
-    request_body_timeout_s: float | None = DEFAULT_BODY_TIMEOUT_S,
 ) -> Starlette:
     """The OpenAI routes for ``engine``.
 
-    ``served_model_name``: the name(s) clients use (default: the engine's model);
-    ``api_key``: one key or several, required on every route but the probes,
-    /openapi.json and the chat page (and /metrics and /load unless
-    ``metrics_require_api_key``); ``allowed_origins`` turns on CORS;
-    ``log_prompts`` puts prompts (cut to ``max_log_len`` characters) in the request log;
-    ``owns_engine`` starts the engine with the app's lifespan and shuts it down after;
-    ``options`` shape the answers (see ServingOptions); ``middleware``: Starlette
-    ``Middleware`` objects, ASGI middleware classes or factories (called with the app), or
-    ``async def dispatch(request, call_next)`` functions, wrapped around everything in
-    the order given, as ``app.add_middleware`` calls would (the last one is outermost);
-    ``enable_server_load_tracking`` makes ``GET /load`` count POST requests in flight
-    (else it reports 0); ``access_log=False`` drops the per-request log line;
-    ``websocket``: the limits of the ``/v1/ws`` endpoint (see WebSocketOptions), which
-    takes the same keys and, from browsers, only ``allowed_origins`` (or the page's own);
-    ``ui`` serves the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
-    ``rate_limits`` limit each API key (429 over a limit); ``sse_keepalive_s``: the idle
-    time after which a stream gets a keep-alive comment line (None: never).
-    ``lora_modules``: LoRA adapters clients name in ``model`` (the engine needs
-    ``enable_lora``; ``llmkit serve`` checks each with ``engine.add_lora`` before serving);
-    ``enable_lora_runtime_updates`` adds ``POST /v1/load_lora_adapter`` and
-    ``/v1/unload_lora_adapter`` (``{"lora_name", "lora_path"}``), as vLLM has them.
-    ``max_request_body_bytes``: larger bodies get 413 (images included; None: no limit);
-    ``request_body_timeout_s``: a body not read this long after the request began gets 408.
+    Parameters:
+
+    * ``served_model_name``: the name(s) clients use (default: the engine's model).
+    * ``chat_template``: the template text for models without one, or to replace theirs.
+    * ``owns_engine``: start the engine with the app's lifespan and shut it down after.
+    * ``ui``: serve the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
+    * ``options``: how the answers are shaped (:class:`ServingOptions`).
+    * ``access``: API keys and CORS (:class:`AccessOptions`).
+    * ``http``: body limits, stream keep-alives, load tracking, request logs
+      (:class:`HTTPOptions`).
+    * ``websocket``: the limits of the ``/v1/ws`` endpoint (:class:`WebSocketOptions`).
+    * ``rate_limits``: limits per API key, 429 over one (:class:`RateLimits`).
+    * ``middleware``: Starlette ``Middleware`` objects, ASGI middleware classes or
+      factories (called with the app), or ``async def dispatch(request, call_next)``
+      functions, wrapped around everything in the order given, as ``app.add_middleware``
+      calls would (the last one is outermost).
+    * ``lora_modules``: LoRA adapters clients name in ``model`` (the engine needs
+      ``enable_lora``; ``llmkit serve`` checks each with ``engine.add_lora`` before serving);
+      ``enable_lora_runtime_updates`` adds ``POST /v1/load_lora_adapter`` and
+      ``/v1/unload_lora_adapter`` (``{"lora_name", "lora_path"}``), as vLLM has them.
+
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
     (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
     requests in flight (POSTs and WebSocket requests); when it will wait no longer, call
@@ -108,6 +92,8 @@ def create_app(
     ``--shutdown-timeout``). A mounted app has no lifespan: the outer app's server does it,
     before it cancels what still runs.
     """
+    access = access or AccessOptions()
+    http = http or HTTPOptions()
     if isinstance(served_model_name, str):
         names = [served_model_name]
     else:
@@ -117,16 +103,17 @@ def create_app(
         engine=engine,
         model_names=names,
         chat_template=chat_template,
-        log_prompts=log_prompts,
-        max_log_len=max_log_len,
+        log_prompts=http.log_prompts,
+        max_log_len=http.max_log_len,
         metrics=metrics,
         options=options or ServingOptions(),
         loras=ServedLoRAs(lora_modules, enable_lora_runtime_updates),
     )
     load = ServerLoad()
-    api = Routes(ctx, metrics, load, enable_server_load_tracking, sse_keepalive_s)
-    keys = ApiKeys([api_key] if isinstance(api_key, str) else list(api_key or []))
-    ws = WebSocketEndpoint(ctx, keys, allowed_origins, websocket or WebSocketOptions(), load)
+    api = Routes(ctx, metrics, load, http.enable_server_load_tracking, http.sse_keepalive_s)
+    keys = ApiKeys(access.keys)
+    origins = access.allowed_origins
+    ws = WebSocketEndpoint(ctx, keys, origins, websocket or WebSocketOptions(), load)
     routes = [
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
@@ -151,30 +138,30 @@ def create_app(
     if ui:
         routes += ui_routes()
     stack = [_as_middleware(item) for item in reversed(middleware)]
-    if allowed_origins:
+    if origins:
         stack.append(
             Middleware(
                 CORSMiddleware,
-                allow_origins=list(allowed_origins),
-                allow_methods=list(allowed_methods),
-                allow_headers=list(allowed_headers),
-                allow_credentials=allow_credentials,
+                allow_origins=list(origins),
+                allow_methods=list(access.allowed_methods),
+                allow_headers=list(access.allowed_headers),
+                allow_credentials=access.allow_credentials,
                 expose_headers=["x-request-id"],
             )
         )
-    stack.append(Middleware(RequestContextMiddleware, access_log=access_log))
+    stack.append(Middleware(RequestContextMiddleware, access_log=http.access_log))
     stack.append(
         Middleware(
             RequestBodyLimitMiddleware,
-            max_bytes=max_request_body_bytes,
-            timeout_s=request_body_timeout_s,
+            max_bytes=http.max_request_body_bytes,
+            timeout_s=http.request_body_timeout_s,
         )
     )
     # Probes and the API's description need no key, as load balancers and tools read them.
     probes = {"/health", "/livez", "/readyz", "/openapi.json"} | (PAGE_PATHS if ui else set())
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
-        open_paths = probes if metrics_require_api_key else probes | {"/metrics", "/load"}
+        open_paths = probes if access.metrics_require_api_key else probes | {"/metrics", "/load"}
         stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
         api.open_paths = frozenset(open_paths)
     if rate_limits is not None and rate_limits.enabled:

@@ -28,8 +28,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 from llmkit.errors import LLMKitError
+from llmkit.protocol.messages import Message
 from llmkit.protocol.openai import ChatCompletionChunk, CompletionChunk
-from llmkit.protocol.stream_data import Message
 from llmkit.protocol.websocket import (
     JSON_PROTOCOL,
     MSGPACK_PROTOCOL,

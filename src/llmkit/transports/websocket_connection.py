@@ -26,8 +26,8 @@ import msgpack
 from pydantic import BaseModel, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from llmkit.protocol.messages import Message, ProtocolError
 from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
-from llmkit.protocol.stream_data import Message, ProtocolError
 from llmkit.protocol.websocket import (
     MSGPACK_PROTOCOL,
     Cancel,

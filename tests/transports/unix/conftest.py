@@ -11,8 +11,8 @@ import pytest
 from unix_helpers import RawConnection
 
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.protocol.stream import hello_request
-from llmkit.transports.unix import EngineClient, serve_unix
+from llmkit.remote.unix_protocol import hello_request
+from llmkit.unix import EngineClient, serve_unix
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -11,9 +11,9 @@ import pytest
 from unix_helpers import RawConnection, collect, settled
 
 from llmkit import AsyncEngine, EngineConfig, EngineOverloadedError, SamplingParams
-from llmkit.protocol.stream import hello_request
-from llmkit.protocol.stream_data import params_to_wire
-from llmkit.transports.unix import EngineClient, serve_unix
+from llmkit.remote.unix_data import params_to_wire
+from llmkit.remote.unix_protocol import hello_request
+from llmkit.unix import EngineClient, serve_unix
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from llmkit import EngineDeadError, SamplingParams
-from llmkit.transports.unix import EngineClient
+from llmkit.unix import EngineClient
 
 pytestmark = pytest.mark.anyio
 

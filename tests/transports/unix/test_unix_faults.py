@@ -12,10 +12,10 @@ import anyio
 import pytest
 from unix_helpers import settled
 
-from llmkit.protocol.stream import PROTOCOL_VERSION
-from llmkit.protocol.stream_data import params_to_wire
+from llmkit.remote.unix_data import params_to_wire
+from llmkit.remote.unix_protocol import PROTOCOL_VERSION
+from llmkit.remote.unix_server import serve_unix
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
-from llmkit.transports.unix import serve_unix
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from llmkit import AsyncEngine, EngineConfig, LoRARequest, SamplingParams
-from llmkit.transports.unix import EngineClient, serve_unix
+from llmkit.unix import EngineClient, serve_unix
 
 pytestmark = pytest.mark.anyio
 GREEDY = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)

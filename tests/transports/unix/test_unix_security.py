@@ -15,9 +15,9 @@ import anyio
 import msgpack
 import pytest
 
-from llmkit.protocol.stream import hello_request
-from llmkit.transports.framing import pack
-from llmkit.transports.unix import EngineClient, serve_unix
+from llmkit.remote.framing import pack
+from llmkit.remote.unix_protocol import hello_request
+from llmkit.unix import EngineClient, serve_unix
 
 pytestmark = pytest.mark.anyio
 

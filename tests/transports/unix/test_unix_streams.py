@@ -18,7 +18,7 @@ from llmkit import (
     RequestOutputKind,
     SamplingParams,
 )
-from llmkit.transports.unix import EngineClient, serve_unix
+from llmkit.unix import EngineClient, serve_unix
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 
 from llmkit.engine.stats import EngineStats
-from llmkit.transports.framing import FrameReader, pack
+from llmkit.remote.framing import FrameReader, pack
 
 
 async def settled(engine: Any, timeout: float = 1.0) -> EngineStats:

@@ -70,6 +70,9 @@ class LlavaMultiModalProjector(nn.Module):
 class LlavaForConditionalGeneration(nn.Module):
     """Like the language model it wraps, plus :meth:`embed_images` and image rows in forward."""
 
+    # What the engine learns of images through the model registry (model_class).
+    tokens_per_image = staticmethod(tokens_per_image)
+
     def __init__(self, cfg: PretrainedConfig) -> None:
         super().__init__()
         if cfg.vision_config.model_type != "clip_vision_model":

@@ -1,1 +1,0 @@
-"""Scale-out: tensor-parallel workers over torch.distributed, and engine replicas on Ray."""
