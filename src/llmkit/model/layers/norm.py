@@ -1,4 +1,6 @@
 """RMSNorm, computed in float32 like the HuggingFace reference."""
+# On float32 input torch's fused rms_norm computes the same numbers (bit-identical on the
+# test shapes) in one op instead of six: a decode step runs 61 norms of one row each.
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return torch.rms_norm(x, self.weight.shape, self.weight, self.eps)
         dtype = x.dtype
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)

@@ -57,13 +57,17 @@ class LlamaAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext, rope: Rope) -> torch.Tensor:
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.view(-1, self.num_heads, self.head_dim)
-        k = k.view(-1, self.num_kv_heads, self.head_dim)
-        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        qkv = self.qkv_proj(x)
+        heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
+        v = qkv[:, self.q_size + self.kv_size :].view(-1, kv_heads, dim)
         if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, rope), apply_rope(k, rope)
+            q, k, _ = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+            q = apply_rope(self.q_norm(q.view(-1, heads, dim)), rope)
+            k = apply_rope(self.k_norm(k.view(-1, kv_heads, dim)), rope)
+        else:  # q and k side by side in each row: rotated in one call
+            qk = qkv[:, : self.q_size + self.kv_size].view(-1, heads + kv_heads, dim)
+            q, k = apply_rope(qk, rope).split([heads, kv_heads], dim=1)
+            q = q.contiguous()  # a copy only with several rows; attention reads q whole
         k_cache, v_cache = ctx.kv_caches[self.layer_idx]
         ctx.backend.write_kv(k, v, k_cache, v_cache, ctx.meta.slot_mapping)
         out = ctx.backend.forward(q, k_cache, v_cache, ctx.meta, self.scale)
