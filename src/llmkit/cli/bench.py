@@ -1,4 +1,4 @@
-"""``llmkit bench throughput | serve | perplexity``: the flags of the benchmarks in
+"""``llmkit bench throughput | serve | perplexity | roofline``: the flags of the benchmarks in
 ``llmkit.bench``."""
 
 from __future__ import annotations
@@ -84,6 +84,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_engine_flags(ppl)
     ppl.set_defaults(handler=perplexity_command)
 
+    roof = benches.add_parser(
+        "roofline",
+        help="decode tok/s beside the floor this machine's memory bandwidth sets",
+        description="Decode is memory-bound: each step reads every weight once and each "
+        "stream's KV. Measures the memory bandwidth, decodes --output-len tokens in each "
+        "number of --streams at once, and prints the measured rate beside the floor.",
+    )
+    roof.add_argument(
+        "--model",
+        default="smollm2",
+        help="a model directory, a GGUF file, 'smollm2' (default) or 'demo'",
+    )
+    roof.add_argument("--streams", type=int, nargs="+", default=[1, 16], help="(default: 1 16)")
+    roof.add_argument(
+        "--output-len", type=int, default=128, help="tokens per stream (default: 128)"
+    )
+    add_engine_flags(roof)
+    roof.set_defaults(handler=roofline_command)
+
 
 def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("workload")
@@ -124,6 +143,16 @@ def perplexity_command(args: argparse.Namespace) -> int:
         result = measure_perplexity(args.model, text, engine_kwargs(args))
     except ValueError as exc:  # a text too short to score
         raise SystemExit(f"llmkit: error: {args.file}: {exc}") from None
+    print(result.report())
+    return 0
+
+
+def roofline_command(args: argparse.Namespace) -> int:
+    from llmkit.bench.roofline import measure_roofline
+
+    engine_config(args.model, args)  # a bad flag ends here, with its message
+    streams = tuple(args.streams)
+    result = measure_roofline(args.model, engine_kwargs(args), streams, output=args.output_len)
     print(result.report())
     return 0
 
