@@ -17,7 +17,7 @@ from llmkit.model.cuda_graphs import DecodeGraphs
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.native import default_native, linears_only
 from llmkit.model.layers.packed import can_pack, pack_linears
-from llmkit.model.layers.quant import quantize_linears
+from llmkit.model.layers.quant import HEAD_METHODS, quantize_head, quantize_linears
 from llmkit.model.loader import load_model
 from llmkit.model.lora import LoRAModel
 from llmkit.model.lora_adapter import LoRAAdapter
@@ -104,6 +104,8 @@ class ModelRunner:
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp, native)
         if method is not None:
             quantize_linears(cast(nn.Module, self.model), method, group)
+            if method in HEAD_METHODS and tp.size == 1:
+                quantize_head(cast(nn.Module, self.model))
         self.lora = (
             LoRAModel(self.model, config.max_loras, config.max_lora_rank)
             if config.enable_lora
