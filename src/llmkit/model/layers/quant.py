@@ -24,6 +24,7 @@ symmetric scale per output channel. int4: asymmetric, a scale and a zero per gro
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -103,6 +104,7 @@ class QuantizedLinear(nn.Module):
                 self.register_buffer(name, tensor)
         else:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}")
+        self._cache_w4a8()
 
     def _int8(self, w: torch.Tensor) -> None:
         scales = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
@@ -162,6 +164,11 @@ class QuantizedLinear(nn.Module):
         return w.view(n, 2 * half)[: self.out_features]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._packed is not None and x.dim() == 2 and self.dtype == torch.float32:
+            # The decode path, lean: 120 of these a token on a 30-layer model, where the
+            # general path below cost ~7 us each in Python over the kernel's ~11.
+            out = w4a8.linear(x, self._packed, self.out_features)
+            return out if self._bias is None else out + self._bias
         shape = x.shape
         x = x.reshape(-1, self.in_features)
         if self.gemm is not None:
@@ -188,6 +195,17 @@ class QuantizedLinear(nn.Module):
 
     def _w4a8_packed(self) -> w4a8.Packed:
         return w4a8.Packed(self.qweight, self.scales, self.mins)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> QuantizedLinear:
+        super()._apply(fn, recurse)
+        self._cache_w4a8()
+        return self
+
+    def _cache_w4a8(self) -> None:
+        """Plain attributes for the decode path (a module's buffer and parameter lookups go
+        through ``nn.Module.__getattr__``), refreshed whenever the tensors are replaced."""
+        self._packed = self._w4a8_packed() if self.method == "w4a8" else None
+        self._bias = None if self.bias is None else self.bias.data
 
     def _w8a8(self, x: torch.Tensor) -> torch.Tensor:
         """Per-token activation scales through fbgemm's per-tensor one (module docstring).
