@@ -1,0 +1,177 @@
+"""vLLM's gRPC engine service through its published stubs, over an in-process AsyncEngine."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import zipfile
+
+import grpc
+import pytest
+from smg_grpc_proto import vllm_engine_pb2 as pb
+from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
+from smg_grpc_proto.generated import common_pb2
+
+from llmkit import AsyncEngine, EngineConfig, SamplingParams
+from llmkit.grpc import serve_grpc
+
+pytestmark = pytest.mark.anyio
+PROMPT = [5, 17, 42, 99, 7]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # grpc.aio runs on asyncio only
+
+
+@pytest.fixture
+async def stub(tiny_model):
+    config = EngineConfig(tiny_model, max_model_len=256, max_num_seqs=4)
+    async with (
+        AsyncEngine(config) as engine,
+        serve_grpc(engine, "127.0.0.1:0", served_model_name="tiny") as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        yield engine, pb_grpc.VllmEngineStub(channel)
+
+
+def request(ids=PROMPT, stream=False, request_id="r", **params) -> pb.GenerateRequest:
+    return pb.GenerateRequest(
+        request_id=request_id,
+        tokenized=pb.TokenizedInput(input_ids=ids),
+        sampling_params=pb.SamplingParams(**params),
+        stream=stream,
+    )
+
+
+async def settled(engine, timeout=1.0):
+    """Waits until nothing runs and every KV block is free."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        s = engine.stats()
+        if s.num_running == 0 and s.num_waiting == 0 and s.kv_blocks_free == s.kv_blocks_total:
+            return
+        assert loop.time() < deadline, f"the engine did not settle: {s}"
+        await asyncio.sleep(0.01)
+
+
+async def rest_of(call):
+    """The responses still to come on a streaming call read with read()."""
+    responses = []
+    while (response := await call.read()) is not grpc.aio.EOF:
+        responses.append(response)
+    return responses
+
+
+async def test_greedy_ids_equal_the_engines_streamed_and_not(stub):
+    engine, stub = stub
+    expected = None
+    async for out in engine.generate(PROMPT, SamplingParams(temperature=0, max_tokens=12)):
+        expected = out.outputs[0].token_ids
+    whole = [r async for r in stub.Generate(request(temperature=0, max_tokens=12))]
+    assert [r.WhichOneof("response") for r in whole] == ["complete"]
+    assert list(whole[0].complete.output_ids) == expected
+    assert whole[0].complete.completion_tokens == len(expected)
+    assert whole[0].complete.prompt_tokens == len(PROMPT)
+
+    parts = [r async for r in stub.Generate(request(stream=True, temperature=0, max_tokens=12))]
+    chunks = [r.chunk for r in parts[:-1]]
+    assert all(r.WhichOneof("response") == "chunk" for r in parts[:-1])
+    assert [t for c in chunks for t in c.token_ids] == expected
+    assert all(c.completion_tokens == len(c.token_ids) for c in chunks)
+    end = parts[-1].complete
+    assert end.finish_reason == "length" and end.completion_tokens == len(expected)
+
+
+async def test_n_choices_each_end_with_their_complete(stub):
+    _, stub = stub
+    ends = [r.complete async for r in stub.Generate(request(n=2, max_tokens=5, seed=3))]
+    assert sorted(c.index for c in ends) == [0, 1]
+    assert all(len(c.output_ids) == 5 and c.finish_reason == "length" for c in ends)
+
+
+async def test_stop_token_is_reported_as_matched(stub):
+    _, stub = stub
+    first = [r async for r in stub.Generate(request(temperature=0, max_tokens=4))]
+    stop_id = first[0].complete.output_ids[1]
+    again = [r async for r in stub.Generate(request(temperature=0, stop_token_ids=[stop_id]))]
+    assert again[0].complete.finish_reason == "stop"
+    assert again[0].complete.matched_token_id == stop_id
+
+
+async def test_abort_and_cancellation_free_the_request(stub):
+    engine, stub = stub
+    call = stub.Generate(request(stream=True, request_id="long", max_tokens=200, ignore_eos=True))
+    await call.read()
+    await stub.Abort(pb.AbortRequest(request_ids=["long"]))
+    rest = await rest_of(call)
+    assert rest[-1].complete.finish_reason == "abort"
+    await settled(engine)
+
+    before = engine.stats().generated_tokens
+    call = stub.Generate(request(stream=True, request_id="gone", max_tokens=200, ignore_eos=True))
+    await call.read()
+    call.cancel()
+    await settled(engine)
+    assert engine.stats().generated_tokens - before < 200
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pb.GenerateRequest(request_id="x", sampling_params=pb.SamplingParams(max_tokens=3)),
+        request(ids=[10**7], max_tokens=3),
+        request(ids=[], max_tokens=3),
+        request(seed=-1, max_tokens=3),
+        request(max_tokens=3, top_p=-1),
+        request(max_tokens=3, json_schema="{not json"),
+    ],
+    ids=["no-input", "out-of-vocab", "empty-prompt", "negative-seed", "bad-top-p", "bad-schema"],
+)
+async def test_malformed_requests_are_invalid_argument_and_the_next_completes(stub, bad):
+    engine, stub = stub
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        [r async for r in stub.Generate(bad)]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    ok = [r async for r in stub.Generate(request(max_tokens=3))]
+    assert ok[-1].complete.finish_reason == "length"
+    await settled(engine)
+
+
+async def test_loads_reflect_running_and_waiting_requests(stub):
+    engine, stub = stub
+    idle = (await stub.GetLoads(pb.GetLoadsRequest())).loads[0]
+    assert idle.num_running_reqs == 0 and idle.num_waiting_reqs == 0
+    calls = [
+        stub.Generate(request(stream=True, request_id=f"l{i}", max_tokens=200, ignore_eos=True))
+        for i in range(6)
+    ]
+    for call in calls[:4]:
+        await call.read()
+    busy = (await stub.GetLoads(pb.GetLoadsRequest())).loads[0]
+    assert busy.num_running_reqs == 4  # max_num_seqs
+    assert busy.num_waiting_reqs == 2
+    assert busy.token_usage > 0
+    for call in calls:
+        call.cancel()
+    await settled(engine)
+
+
+async def test_model_server_info_health_and_tokenizer(stub, tiny_model):
+    engine, stub = stub
+    info = await stub.GetModelInfo(pb.GetModelInfoRequest())
+    assert info.served_model_name == "tiny" and info.max_context_length == 256
+    assert info.vocab_size == engine.model_info.vocab_size
+    assert list(info.eos_token_ids) == [engine.tokenizer.eos_token_id]
+    server = await stub.GetServerInfo(pb.GetServerInfoRequest())
+    assert server.server_type == "vllm-grpc"
+    assert (await stub.HealthCheck(pb.HealthCheckRequest())).healthy
+
+    chunks = [c async for c in stub.GetTokenizer(common_pb2.GetTokenizerRequest())]
+    data = b"".join(c.data for c in chunks)
+    assert all(len(c.data) <= 64 * 1024 and not c.sha256 for c in chunks[:-1])
+    assert chunks[-1].sha256 == hashlib.sha256(data).hexdigest()
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    assert {"tokenizer.json", "tokenizer_config.json", "config.json"} <= set(names)
