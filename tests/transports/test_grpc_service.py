@@ -175,3 +175,39 @@ async def test_model_server_info_health_and_tokenizer(stub, tiny_model):
     assert chunks[-1].sha256 == hashlib.sha256(data).hexdigest()
     names = zipfile.ZipFile(io.BytesIO(data)).namelist()
     assert {"tokenizer.json", "tokenizer_config.json", "config.json"} <= set(names)
+
+
+async def test_api_keys_are_checked_on_the_metadata(tiny_model):
+    async with (
+        AsyncEngine(EngineConfig(tiny_model, max_model_len=64)) as engine,
+        serve_grpc(engine, "127.0.0.1:0", api_keys=["secret"]) as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        stub = pb_grpc.VllmEngineStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.GetModelInfo(pb.GetModelInfoRequest())
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            [r async for r in stub.Generate(request(max_tokens=2))]
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        key = (("authorization", "Bearer secret"),)
+        ok = [r async for r in stub.Generate(request(max_tokens=2), metadata=key)]
+        assert ok[-1].complete.finish_reason == "length"
+
+
+async def test_draining_refuses_new_requests_and_lets_streams_finish(tiny_model):
+    async with (
+        AsyncEngine(EngineConfig(tiny_model, max_model_len=64)) as engine,
+        serve_grpc(engine, "127.0.0.1:0") as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        stub = pb_grpc.VllmEngineStub(channel)
+        call = stub.Generate(request(stream=True, max_tokens=20, ignore_eos=True))
+        await call.read()
+        server.mark_draining()
+        assert not (await stub.HealthCheck(pb.HealthCheckRequest())).healthy
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            [r async for r in stub.Generate(request(max_tokens=2))]
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        rest = await rest_of(call)
+        assert rest[-1].complete.finish_reason == "length"
