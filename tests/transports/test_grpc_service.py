@@ -230,3 +230,46 @@ async def test_embed_equals_the_engines_embedding():
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub.Embed(pb.EmbedRequest(request_id="empty"))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_logprobs_and_prompt_logprobs_ride_along(stub):
+    _, stub = stub
+    params = {"temperature": 0, "max_tokens": 4, "logprobs": 2, "prompt_logprobs": 1}
+    end = [r async for r in stub.Generate(request(**params))][-1].complete
+    out = end.output_logprobs
+    assert list(out.token_ids) == list(end.output_ids) and len(out.token_logprobs) == 4
+    # Greedy: the sampled token is the most likely one, first among the top 2.
+    assert all(len(top.token_ids) == 2 for top in out.top_logprobs)
+    assert [top.token_ids[0] for top in out.top_logprobs] == list(end.output_ids)
+    prompt = end.input_logprobs
+    assert list(prompt.token_ids) == PROMPT
+    assert not prompt.token_logprobs[0].HasField("value")  # the first token has none
+    assert all(entry.HasField("value") for entry in prompt.token_logprobs[1:])
+
+
+async def test_overload_is_unavailable_and_the_standard_health_service_answers(tiny_model):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    config = EngineConfig(tiny_model, max_model_len=64, max_num_seqs=1, max_queued_requests=1)
+    async with (
+        AsyncEngine(config) as engine,
+        serve_grpc(engine, "127.0.0.1:0") as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        health = health_pb2_grpc.HealthStub(channel)
+        service = health_pb2.HealthCheckRequest(service="vllm.grpc.engine.VllmEngine")
+        assert (await health.Check(service)).status == health_pb2.HealthCheckResponse.SERVING
+        stub = pb_grpc.VllmEngineStub(channel)
+        long = {"stream": True, "max_tokens": 50, "ignore_eos": True}
+        calls = [stub.Generate(request(request_id=f"q{i}", **long)) for i in range(2)]
+        await calls[0].read()
+        for _ in range(500):  # the second one queues behind the first
+            if engine.stats().num_queued + engine.stats().num_waiting:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            [r async for r in stub.Generate(request(max_tokens=2))]
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        for call in calls:
+            call.cancel()
+        await settled(engine)
