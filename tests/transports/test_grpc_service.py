@@ -92,6 +92,17 @@ async def test_n_choices_each_end_with_their_complete(stub):
     assert all(len(c.output_ids) == 5 and c.finish_reason == "length" for c in ends)
 
 
+async def test_truncation_and_text_input(stub):
+    engine, stub = stub
+    cut = [r async for r in stub.Generate(request(max_tokens=2, truncate_prompt_tokens=2))]
+    assert cut[-1].complete.prompt_tokens == 2
+    text = pb.GenerateRequest(
+        request_id="t", text="Hello there", sampling_params=pb.SamplingParams(max_tokens=2)
+    )
+    done = [r async for r in stub.Generate(text)][-1].complete
+    assert done.prompt_tokens == len(engine.tokenize("Hello there")["prompt_token_ids"])
+
+
 async def test_stop_token_is_reported_as_matched(stub):
     _, stub = stub
     first = [r async for r in stub.Generate(request(temperature=0, max_tokens=4))]
