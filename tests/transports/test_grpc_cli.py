@@ -1,10 +1,11 @@
-"""`llmkit serve --grpc`: the API key on the metadata, and the drain on SIGTERM (unhealthy
-first, new requests refused, the stream in flight finishes, the process exits)."""
+"""`llmkit serve --grpc`: the API key on the metadata, the drain on SIGTERM (unhealthy first,
+new requests refused, the stream in flight finishes, the process exits), a busy port."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -58,3 +59,15 @@ def test_sigterm_drains_the_grpc_worker(process_tools, tmp_path):
         assert proc.wait(30) == 0
     finally:
         process_tools.stop(proc)
+
+
+@pytest.mark.parametrize("flags", [["--grpc", "--port"], ["--port", "0", "--grpc-port"]])
+def test_a_busy_grpc_port_fails_before_the_model_loads(process_tools, flags):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        command = [*process_tools.llmkit_command(), "serve", "demo", *flags, port]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(f"127.0.0.1:{port}: Address already in use")

@@ -116,6 +116,10 @@ def serve_command(args: argparse.Namespace) -> int:
     http = http_options(args)
     access = access_options(args, keys)
     engine_settings = _engine_settings(args)
+    if args.grpc or args.grpc_port is not None:
+        # grpc binds its own socket: a busy port is found here, before the model loads.
+        for sock in bind_sockets(args.host, args.port if args.grpc else args.grpc_port, None):
+            sock.close()
     if args.grpc:
         engine, name = _served_engine(args, engine_settings)
         serve_grpc_only(grpc_server(engine, args, args.port, name, keys, engine_settings), engine)

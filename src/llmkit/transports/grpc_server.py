@@ -72,9 +72,10 @@ async def serve_grpc(
         options=[("grpc.so_reuseport", 0)],
     )
     pb_grpc.add_VllmEngineServicer_to_server(VllmEngineService(engine, state), server)
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpc's "Failed to bind": the port is taken or invalid
+        raise OSError(f"cannot listen on {address}: {exc}") from None
     running = GrpcServer(server, state, port)
     health_pb2_grpc.add_HealthServicer_to_server(running._health, server)
     serving = health_pb2.HealthCheckResponse.SERVING
