@@ -34,7 +34,7 @@ def test_sigterm_drains_the_grpc_worker(process_tools, tmp_path):
             key = (("authorization", "Bearer k"),)
             assert stub.HealthCheck(pb.HealthCheckRequest(), metadata=key).healthy
 
-            params = pb.SamplingParams(max_tokens=40, ignore_eos=True)
+            params = pb.SamplingParams(max_tokens=100, ignore_eos=True)
             ids = pb.TokenizedInput(input_ids=[5, 6, 7])
             call = stub.Generate(
                 pb.GenerateRequest(
@@ -54,6 +54,7 @@ def test_sigterm_drains_the_grpc_worker(process_tools, tmp_path):
             with pytest.raises(grpc.RpcError) as caught:
                 list(stub.Generate(pb.GenerateRequest(request_id="b", tokenized=ids), metadata=key))
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "draining" in caught.value.details()
             rest = list(call)
             assert rest[-1].complete.finish_reason == "length"
         assert proc.wait(30) == 0

@@ -3,7 +3,9 @@ with API keys checked on the metadata and a drain that lets in-flight streams fi
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +18,8 @@ from llmkit.engine.protocol import EngineProtocol
 from llmkit.transports.grpc_service import ServiceState, VllmEngineService
 
 SERVICE_NAME = "vllm.grpc.engine.VllmEngine"
+# After the drain, what is left gets this long to end once cancelled.
+_CLOSE_GRACE_S = 0.5
 
 
 class GrpcServer:
@@ -33,11 +37,15 @@ class GrpcServer:
         self._state.draining = True
 
     async def drain(self, grace: float) -> None:
-        """Mark draining, let in-flight requests finish for up to ``grace`` seconds, then
-        cancel the rest (which aborts them in the engine) and stop."""
+        """Mark draining and keep answering (unhealthy, new requests UNAVAILABLE) while the
+        requests in flight finish, for up to ``grace`` seconds; then cancel the rest (which
+        aborts them in the engine) and stop."""
         self.mark_draining()
         await self._health.enter_graceful_shutdown()
-        await self._server.stop(grace)
+        deadline = time.monotonic() + grace
+        while self._state.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await self._server.stop(_CLOSE_GRACE_S)
 
     async def wait_for_termination(self) -> None:
         await self._server.wait_for_termination()

@@ -32,6 +32,7 @@ class ServiceState:
     max_num_seqs: int = 0
     block_size: int = 0
     draining: bool = False
+    in_flight: int = 0  # Generate and Embed calls running, which a drain waits for
     started: float = field(default_factory=time.time)
 
 
@@ -46,6 +47,14 @@ class VllmEngineService(pb_grpc.VllmEngineServicer):
 
     async def Generate(self, request: Any, context: Any) -> AsyncIterator[Any]:
         await self._check_open(context)
+        self.state.in_flight += 1
+        try:
+            async for response in self._generate(request, context):
+                yield response
+        finally:
+            self.state.in_flight -= 1
+
+    async def _generate(self, request: Any, context: Any) -> AsyncIterator[Any]:
         params = request.sampling_params
         try:
             self.engine.check_admission()
@@ -72,6 +81,13 @@ class VllmEngineService(pb_grpc.VllmEngineServicer):
 
     async def Embed(self, request: Any, context: Any) -> Any:
         await self._check_open(context)
+        self.state.in_flight += 1
+        try:
+            return await self._embed(request, context)
+        finally:
+            self.state.in_flight -= 1
+
+    async def _embed(self, request: Any, context: Any) -> Any:
         try:
             self.engine.check_admission()
             prompt = self.engine.tokenize(list(request.tokenized.input_ids))
