@@ -56,6 +56,7 @@ PUBLIC_MODULES = {
     "llmkit.unix": {"EngineClient", "serve_unix"},
     "llmkit.replicas": {"ReplicaGroup"},
     "llmkit.websocket": {"WebSocketClient"},
+    "llmkit.grpc": {"GrpcServer", "serve_grpc"},
 }
 # The random-weight model builders, which image_chat.py uses to run without a download.
 DEMO_BUILDERS = {"llmkit.model.demo", "llmkit.model.demo_llava"}

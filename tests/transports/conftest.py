@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -280,6 +281,15 @@ def module_server(tmp_path_factory) -> Iterator[Callable[..., Server]]:
 def llmkit_cmd() -> list[str]:
     """The installed `llmkit` console script."""
     return llmkit_command()
+
+
+@pytest.fixture(scope="session")
+def process_tools() -> SimpleNamespace:
+    """spawn, serve, stop, free_port and llmkit_command, for fixtures of a wider scope than
+    start_process's (a fleet of servers a whole module shares)."""
+    return SimpleNamespace(
+        spawn=spawn, serve=serve, stop=stop, free_port=free_port, llmkit_command=llmkit_command
+    )
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import uvicorn
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
 from llmkit.cli.serve_drain import DrainingServer
 from llmkit.cli.serve_flags import add_server_flags
+from llmkit.cli.serve_grpc import GrpcBesideHTTP, add_grpc_flags, grpc_server, serve_grpc_only
 from llmkit.cli.serve_listen import bind_sockets, listen
 from llmkit.cli.serve_setup import (
     access_options,
@@ -93,6 +94,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="the server's log level (default: info)",
     )
     add_server_flags(serve)
+    add_grpc_flags(serve)
     add_engine_flags(serve)
     serve.set_defaults(handler=serve_command)
 
@@ -114,6 +116,14 @@ def serve_command(args: argparse.Namespace) -> int:
     http = http_options(args)
     access = access_options(args, keys)
     engine_settings = _engine_settings(args)
+    if args.grpc or args.grpc_port is not None:
+        # grpc binds its own socket: a busy port is found here, before the model loads.
+        for sock in bind_sockets(args.host, args.port if args.grpc else args.grpc_port, None):
+            sock.close()
+    if args.grpc:
+        engine, name = _served_engine(args, engine_settings)
+        serve_grpc_only(grpc_server(engine, args, args.port, name, keys, engine_settings), engine)
+        _exit_without_teardown()
     # Bound before the model loads, so a busy port fails at once (a failure from here on
     # ends the process, which closes them; uvicorn closes them when it stops).
     sockets = bind_sockets(args.host, args.port, args.uds)
@@ -154,7 +164,12 @@ def serve_command(args: argparse.Namespace) -> int:
         **ws_settings,
     )
     listen(sockets, server_config.backlog)
-    DrainingServer(server_config, app.state.serving, app.state.load).run(sockets)
+    state = (server_config, app.state.serving, app.state.load)
+    if args.grpc_port is None:
+        DrainingServer(*state).run(sockets)
+    else:
+        grpc = grpc_server(engine, args, args.grpc_port, name, keys, engine_settings)
+        GrpcBesideHTTP(*state, grpc=grpc).run(sockets)
     _exit_without_teardown()
 
 
