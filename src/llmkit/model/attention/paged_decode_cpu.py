@@ -2,9 +2,9 @@
 
 The torch path gathers each decode group's K/V out of the cache into a padded copy and runs
 SDPA over it: three passes over the context's bytes (read, write, read) and SDPA's flash
-kernel, which is slow at one query. ``csrc/paged_decode.c`` reads each request's keys and
+kernel, which is slow at one query. ``kernels/cpu/paged_decode.c`` reads each request's keys and
 values once through its block table (float32; on torch's OpenMP threads). It is
-built for this CPU on first use by :mod:`llmkit.model.cbuild`; with no compiler, or if the
+built for this CPU on first use by :mod:`llmkit.kernels.cpu.build`; with no compiler, or if the
 build or load fails, :func:`load` returns None and the torch path runs instead, as before.
 """
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-from llmkit.model.cbuild import load_function
+from llmkit.kernels.cpu import SOURCES
+from llmkit.kernels.cpu.build import load_function
 
-SOURCE = Path(__file__).with_name("csrc") / "paged_decode.c"
+SOURCE = SOURCES / "paged_decode.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 

@@ -1,5 +1,5 @@
 """q8: 8-bit weights with a float16 scale per 32 inputs (llama.cpp's Q8_0) times int8
-activations with a scale per 32 inputs, on the C kernel ``csrc/q8.c``.
+activations with a scale per 32 inputs, on the C kernel ``llmkit/kernels/cpu/q8.c``.
 
 A GGUF file's Q8_0 tensors load here as they are, not widened: its token embedding (rows
 dequantized as they are looked up), the LM head tied to it (one copy of the codes serves
@@ -7,7 +7,7 @@ both), and Q8_0 linear layers. The activations are quantized exactly as w4a8's (
 codes and block scales, :func:`llmkit.model.layers.w4a8.quantize_activations`), so the
 products are llama.cpp's ``q8_0 x q8_0`` dot products.
 
-The kernel is built for this CPU by :mod:`llmkit.model.cbuild`: with AVX512-VNNI or AVX-VNNI
+The kernel is built for this CPU by :mod:`llmkit.kernels.cpu.build`: with AVX512-VNNI or AVX-VNNI
 it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; ``NARROWER`` builds the
 narrower paths on a machine that has the wider ones, so tests check each. Where no kernel
 can be built, :func:`linear` runs the same quantized math in torch.
@@ -18,17 +18,17 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmkit.model.cbuild import load_function
+from llmkit.kernels.cpu import SOURCES
+from llmkit.kernels.cpu.build import load_function
 from llmkit.model.layers.w4a8 import quantize_activations
 
-SOURCE = Path(__file__).with_name("csrc") / "q8.c"
+SOURCE = SOURCES / "q8.c"
 TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
 BLOCK = 32  # inputs that share a scale
 Q8_0_BYTES = 2 + BLOCK  # a Q8_0 block: float16 scale, 32 s8 codes

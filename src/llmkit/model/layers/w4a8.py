@@ -1,7 +1,7 @@
 """w4a8: 4-bit weights times int8 activations (a scale per 32 inputs), on an AVX2 C kernel.
 
 torch has no int4 x int8 kernel on x86 and its int4 weight-only kernel is no faster than
-float32 GEMM on AVX2, so this is llama.cpp's q4 matmul recipe in ``csrc/w4a8.c``: each
+float32 GEMM on AVX2, so this is llama.cpp's q4 matmul recipe in ``llmkit/kernels/cpu/w4a8.c``: each
 activation row is quantized to s8 with a scale per block of 32 inputs (llama.cpp's q8_1
 blocks), and the 4-bit codes meet it in integer
 dot products (``maddubs``), four times as many per instruction as float32 FMAs. The weight
@@ -10,7 +10,7 @@ min rides on each group's sum of activation codes). :func:`pack` lays the codes 
 kernel (see the C file) and keeps nothing else: 4 + 32 / group bits a weight (5 at group
 32, 4.25 at 128).
 
-The kernel is built for this CPU on first use by :mod:`llmkit.model.cbuild`. Where it cannot
+The kernel is built for this CPU on first use by :mod:`llmkit.kernels.cpu.build`. Where it cannot
 be (no compiler, no AVX2), :func:`linear` runs the same quantized math in torch: activation
 codes times the dequantized weight, equal to the kernel's numbers up to float rounding.
 """
@@ -20,15 +20,15 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from llmkit.model.cbuild import load_function
+from llmkit.kernels.cpu import SOURCES
+from llmkit.kernels.cpu.build import load_function
 
-SOURCE = Path(__file__).with_name("csrc") / "w4a8.c"
+SOURCE = SOURCES / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
 BLOCK = 32  # inputs whose int16 pair sums cannot saturate; a group is whole blocks
 _I64, _P = ctypes.c_int64, ctypes.c_void_p

@@ -16,7 +16,7 @@
  * A pass computes MT rows x 8 columns, so each weight vector serves MT rows.
  *
  * Threads: as w4a8.c, the rows are quantized, then the output tiles computed, each split
- * over n_threads OpenMP threads (torch's own pool, see cbuild.py).
+ * over n_threads OpenMP threads (torch's own pool, see build.py).
  */
 #if !defined(__AVX2__) || !defined(__F16C__) || !defined(__FMA__)
 #error "the q8 kernel needs AVX2, F16C and FMA"
