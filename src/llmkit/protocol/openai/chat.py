@@ -8,6 +8,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic_core import PydanticCustomError
 
 from llmkit.protocol.openai.common import (
+    ChoicesResponse,
     JsonObject,
     NonNegativeInt,
     PositiveInt,
@@ -173,13 +174,8 @@ class ChatChoice(BaseModel):
     stop_reason: int | str | None = None
 
 
-class ChatCompletionResponse(BaseModel):
-    id: str
+class ChatCompletionResponse(ChoicesResponse[ChatChoice]):
     object: Literal["chat.completion"] = "chat.completion"
-    created: int = Field(default_factory=now_seconds)
-    model: str
-    choices: list[ChatChoice]
-    usage: UsageInfo
 
 
 class DeltaFunctionCall(SparseModel):

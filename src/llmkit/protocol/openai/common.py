@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -130,6 +130,20 @@ class UsageInfo(SparseModel):
 
 def now_seconds() -> int:
     return int(time.time())
+
+
+ChoiceT = TypeVar("ChoiceT")
+
+
+class ChoicesResponse(BaseModel, Generic[ChoiceT]):
+    """OpenAI's envelope of a whole completion or chat completion: each names its ``object``."""
+
+    id: str
+    object: str
+    created: int = Field(default_factory=now_seconds)
+    model: str
+    choices: list[ChoiceT]
+    usage: UsageInfo
 
 
 class StructuredOutputs(WireModel):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmkit.protocol.openai.common import (
+    ChoicesResponse,
     NonNegativeInt,
     PositiveInt,
     PromptInput,
@@ -41,13 +42,8 @@ class CompletionChoice(BaseModel):
     stop_reason: int | str | None = None
 
 
-class CompletionResponse(BaseModel):
-    id: str
+class CompletionResponse(ChoicesResponse[CompletionChoice]):
     object: Literal["text_completion"] = "text_completion"
-    created: int = Field(default_factory=now_seconds)
-    model: str
-    choices: list[CompletionChoice]
-    usage: UsageInfo
 
 
 class CompletionChunk(SparseModel):
