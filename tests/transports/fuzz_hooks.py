@@ -148,9 +148,38 @@ def _embeddings(body: dict[str, Any]) -> None:
         body["truncate_prompt_tokens"] = -1
 
 
+def _messages(body: dict[str, Any]) -> None:
+    """Anthropic's: a named tool in tools, forced tools with schemas that compile, the
+    prompt and max_tokens within the context."""
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") == "tool" and choice.get("name") not in {t["name"] for t in tools}:
+        body["tool_choice"] = {"type": "none"}
+    elif choice.get("type") in ("any", "tool"):
+        for tool in tools:
+            tool["input_schema"] = _VALID["json"]
+    count = _message_tokens(body)
+    if count is None or count >= _context():
+        body["messages"] = [{"role": "user", "content": ""}]
+        body["tools"] = body["tool_choice"] = None
+        count = _message_tokens(body) or 1
+    if "max_tokens" in body:
+        body["max_tokens"] = min(body["max_tokens"], _context() - count)
+
+
+def _message_tokens(body: dict[str, Any]) -> int | None:
+    """The rendered conversation's length in tokens: /v1/messages/count_tokens's count."""
+    keys = ("messages", "system", "tools")
+    with httpx.Client(base_url=_URL, headers=_HEADERS, timeout=30) as http:
+        response = http.post("/v1/messages/count_tokens", json={key: body.get(key) for key in keys})
+    return response.json()["input_tokens"] if response.status_code == 200 else None
+
+
 _REPAIRS = {
     "/v1/completions": _completions,
     "/v1/chat/completions": _chat,
     "/tokenize": _tokenize,
     "/v1/embeddings": _embeddings,
+    "/v1/messages": _messages,
+    "/v1/messages/count_tokens": _messages,
 }

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llmkit.protocol.anthropic import CountTokensRequest, MessagesRequest
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
     ChatMessage,
@@ -151,6 +152,8 @@ ROUTES = {
         "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
         "/tokenize": {"prompt": "hi"},
         "/detokenize": {"tokens": [1, 2]},
+        "/v1/messages": {"max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+        "/v1/messages/count_tokens": {"messages": [{"role": "user", "content": "hi"}]},
     },
     "embed": {
         "/v1/embeddings": {"input": "hi"},
@@ -168,6 +171,8 @@ MODELS = {
     "/v1/embeddings": EmbeddingRequest,
     "/tokenize": TokenizeRequest,
     "/detokenize": DetokenizeRequest,
+    "/v1/messages": MessagesRequest,
+    "/v1/messages/count_tokens": CountTokensRequest,
 }
 MESSAGE_FIELDS = [f"messages.0.{name}" for name in ChatMessage.model_fields]
 # JSON text that Python's json.dumps does not write (numbers beyond float and int64, lone
