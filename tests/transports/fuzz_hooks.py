@@ -148,6 +148,20 @@ def _embeddings(body: dict[str, Any]) -> None:
         body["truncate_prompt_tokens"] = -1
 
 
+def _score(body: dict[str, Any]) -> None:
+    """Texts that fit the context (or truncation), and text_1 one text or as many as text_2."""
+    first, second = ("query", "documents") if "query" in body else ("text_1", "text_2")
+    seconds = 1 if isinstance(body[second], str) else len(body[second])
+    if isinstance(body[first], list) and len(body[first]) not in (1, seconds):
+        body[first] = body[first][:1]
+    every = [body[first], body[second]]
+    texts = [t for one in every for t in ([one] if isinstance(one, str) else one)]
+    if body.get("truncate_prompt_tokens") is None and any(
+        (_tokens({"prompt": t}) or _context() + 1) > _context() for t in texts
+    ):
+        body["truncate_prompt_tokens"] = -1
+
+
 def _messages(body: dict[str, Any]) -> None:
     """Anthropic's: a named tool in tools, forced tools with schemas that compile, the
     prompt and max_tokens within the context."""
@@ -181,5 +195,10 @@ _REPAIRS = {
     "/tokenize": _tokenize,
     "/v1/embeddings": _embeddings,
     "/v1/messages": _messages,
+    "/score": _score,
+    "/v1/score": _score,
+    "/rerank": _score,
+    "/v1/rerank": _score,
+    "/v2/rerank": _score,
     "/v1/messages/count_tokens": _messages,
 }

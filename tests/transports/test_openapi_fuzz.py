@@ -30,6 +30,8 @@ from llmkit.protocol.openai import (
     CompletionRequest,
     DetokenizeRequest,
     EmbeddingRequest,
+    RerankRequest,
+    ScoreRequest,
     TokenizeRequest,
 )
 
@@ -157,6 +159,8 @@ ROUTES = {
     },
     "embed": {
         "/v1/embeddings": {"input": "hi"},
+        "/score": {"text_1": "hi", "text_2": ["a", "b"]},
+        "/v1/rerank": {"query": "hi", "documents": ["a", "b"]},
         "/tokenize": {"prompt": "hi"},
         "/detokenize": {"tokens": [1, 2]},
     },
@@ -172,6 +176,8 @@ MODELS = {
     "/tokenize": TokenizeRequest,
     "/detokenize": DetokenizeRequest,
     "/v1/messages": MessagesRequest,
+    "/score": ScoreRequest,
+    "/v1/rerank": RerankRequest,
     "/v1/messages/count_tokens": CountTokensRequest,
 }
 MESSAGE_FIELDS = [f"messages.0.{name}" for name in ChatMessage.model_fields]

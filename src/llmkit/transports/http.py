@@ -38,7 +38,7 @@ from llmkit.transports.http_middleware import (
     ServerLoad,
 )
 from llmkit.transports.http_options import AccessOptions, HTTPOptions
-from llmkit.transports.http_routes import ERROR_HANDLERS, Routes
+from llmkit.transports.http_routes import ERROR_HANDLERS, RERANK_PATHS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
@@ -118,6 +118,9 @@ def create_app(
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
         Route("/v1/embeddings", api.embeddings, methods=["POST"]),
+        Route("/score", api.score, methods=["POST"]),
+        Route("/v1/score", api.score, methods=["POST"]),
+        *(Route(path, api.rerank, methods=["POST"]) for path in RERANK_PATHS),
         Route("/v1/messages", api.messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", api.count_tokens, methods=["POST"]),
         Route("/v1/models", api.models, methods=["GET"]),

@@ -21,11 +21,13 @@ from llmkit.protocol.openai import (
     DetokenizeRequest,
     EmbeddingRequest,
     LoadLoRAAdapterRequest,
+    RerankRequest,
+    ScoreRequest,
     TokenizeRequest,
     UnloadLoRAAdapterRequest,
     VersionResponse,
 )
-from llmkit.serving import anthropic, chat, completions, embeddings, media, tokens
+from llmkit.serving import anthropic, chat, completions, embeddings, media, score, tokens
 from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
@@ -37,6 +39,8 @@ from llmkit.transports.openapi import openapi_document
 
 M = TypeVar("M", bound=BaseModel)
 _OPENAI_STREAM = StreamStyle()
+# vLLM's, Jina's and Cohere's paths of one rerank endpoint.
+RERANK_PATHS = ("/rerank", "/v1/rerank", "/v2/rerank")
 
 
 class Routes:
@@ -128,6 +132,18 @@ class Routes:
             request.receive, lambda: embeddings.create_embedding(self.ctx, job), self.ctx.closing
         )
         return _json(result)
+
+    async def score(self, request: Request) -> Response:
+        req = await _parse(request, ScoreRequest)
+        rid = f"score-{request_id(request.scope)}"
+        work = partial(score.create_score, self.ctx, req, rid)
+        return _json(await run_until_disconnect(request.receive, work, self.ctx.closing))
+
+    async def rerank(self, request: Request) -> Response:
+        req = await _parse(request, RerankRequest)
+        rid = f"rerank-{request_id(request.scope)}"
+        work = partial(score.create_rerank, self.ctx, req, rid)
+        return _json(await run_until_disconnect(request.receive, work, self.ctx.closing))
 
     async def models(self, request: Request) -> Response:
         return _json(tokens.list_models(self.ctx))

@@ -39,6 +39,10 @@ from llmkit.protocol.openai import (
     LoadLoRAAdapterRequest,
     ModelCard,
     ModelList,
+    RerankRequest,
+    RerankResponse,
+    ScoreRequest,
+    ScoreResponse,
     TokenizeRequest,
     TokenizeResponse,
     UnloadLoRAAdapterRequest,
@@ -47,6 +51,7 @@ from llmkit.protocol.openai import (
 from llmkit.serving.context import ServingContext
 from llmkit.transports.openapi_anthropic import fit_anthropic_requests
 from llmkit.transports.openapi_requests import ServedModel, fit_requests
+from llmkit.transports.openapi_score import fit_score_requests
 
 _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -68,6 +73,10 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (ModelCard, "serialization"),
     (VersionResponse, "serialization"),
     (ErrorResponse, "serialization"),
+    (ScoreRequest, "validation"),
+    (RerankRequest, "validation"),
+    (ScoreResponse, "serialization"),
+    (RerankResponse, "serialization"),
     (MessagesRequest, "validation"),
     (CountTokensRequest, "validation"),
     (MessagesResponse, "serialization"),
@@ -114,6 +123,7 @@ def openapi_document(
     )
     fit_requests(schemas, served)
     fit_anthropic_requests(schemas, served)
+    fit_score_requests(schemas, served)
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -220,6 +230,14 @@ def openapi_document(
         paths["/v1/embeddings"] = model_route(
             "/v1/embeddings", "Embed inputs.", EmbeddingRequest, EmbeddingResponse
         )
+        for path in ("/score", "/v1/score"):
+            paths[path] = model_route(
+                path, "Score text pairs (cosine of embeddings).", ScoreRequest, ScoreResponse
+            )
+        for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+            paths[path] = model_route(
+                path, "Rank documents against a query.", RerankRequest, RerankResponse
+            )
     paths["/tokenize"] = model_route(
         "/tokenize", "Tokenize a prompt or messages.", TokenizeRequest, TokenizeResponse
     )
