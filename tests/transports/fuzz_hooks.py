@@ -162,6 +162,56 @@ def _score(body: dict[str, Any]) -> None:
         body["truncate_prompt_tokens"] = -1
 
 
+def _responses(body: dict[str, Any]) -> None:
+    """A stored response or none; the input as text (the template renders any); a named
+    function in tools, forced tools that compile and no text.format beside them; the prompt
+    and max_output_tokens within the context."""
+    body["previous_response_id"] = None
+    if not isinstance(body["input"], str):
+        body["input"] = ""
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice["name"] not in {t["name"] for t in tools}:
+        body["tool_choice"] = "none"
+    elif choice == "required" or isinstance(choice, dict):
+        body["text"] = None
+        for tool in tools:
+            tool["parameters"] = _VALID["json"]
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("schema") is not None:
+        fmt["schema"] = _VALID["json"]
+    system = (
+        [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
+    )
+    chat = [*system, {"role": "user", "content": body["input"]}]
+    count = _chat_prompt_tokens({"messages": chat, "tools": _chat_tools(tools)})
+    if count is None or count >= _context():
+        body["input"], body["instructions"], body["tools"], body["tool_choice"] = (
+            "",
+            None,
+            None,
+            None,
+        )
+        count = _chat_prompt_tokens({"messages": [{"role": "user", "content": ""}]}) or 1
+    if body.get("max_output_tokens") is not None:
+        body["max_output_tokens"] = min(body["max_output_tokens"], _context() - count)
+
+
+def _chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The tools as the chat request the server makes of them shows them to the template."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": t.get("parameters") or {"type": "object"},
+            },
+        }
+        for t in tools
+    ] or None
+
+
 def _messages(body: dict[str, Any]) -> None:
     """Anthropic's: a named tool in tools, forced tools with schemas that compile, the
     prompt and max_tokens within the context."""
@@ -195,6 +245,7 @@ _REPAIRS = {
     "/tokenize": _tokenize,
     "/v1/embeddings": _embeddings,
     "/v1/messages": _messages,
+    "/v1/responses": _responses,
     "/score": _score,
     "/v1/score": _score,
     "/rerank": _score,

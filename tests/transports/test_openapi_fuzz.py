@@ -34,6 +34,7 @@ from llmkit.protocol.openai import (
     ScoreRequest,
     TokenizeRequest,
 )
+from llmkit.protocol.openai.responses import ResponsesRequest
 
 KEY = "fuzz-key"
 HERE = Path(__file__).parent
@@ -156,6 +157,7 @@ ROUTES = {
         "/detokenize": {"tokens": [1, 2]},
         "/v1/messages": {"max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
         "/v1/messages/count_tokens": {"messages": [{"role": "user", "content": "hi"}]},
+        "/v1/responses": {"input": "hi", "max_output_tokens": 2},
     },
     "embed": {
         "/v1/embeddings": {"input": "hi"},
@@ -179,6 +181,7 @@ MODELS = {
     "/score": ScoreRequest,
     "/v1/rerank": RerankRequest,
     "/v1/messages/count_tokens": CountTokensRequest,
+    "/v1/responses": ResponsesRequest,
 }
 MESSAGE_FIELDS = [f"messages.0.{name}" for name in ChatMessage.model_fields]
 # JSON text that Python's json.dumps does not write (numbers beyond float and int64, lone

@@ -27,7 +27,18 @@ from llmkit.protocol.openai import (
     UnloadLoRAAdapterRequest,
     VersionResponse,
 )
-from llmkit.serving import anthropic, chat, completions, embeddings, media, score, tokens
+from llmkit.protocol.openai.responses import ResponsesRequest
+from llmkit.serving import (
+    anthropic,
+    chat,
+    completions,
+    embeddings,
+    media,
+    responses,
+    responses_stream,
+    score,
+    tokens,
+)
 from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
@@ -100,6 +111,27 @@ class Routes:
             )
         except OpenAIError as exc:
             return _anthropic_error(exc)
+
+    async def responses(self, request: Request) -> Response | EventStreamResponse:
+        req = await _parse(request, ResponsesRequest)
+        rid = f"resp_{request_id(request.scope)}"
+        job = await responses.prepare_response(self.ctx, req, rid)
+        return await self._answer(
+            request,
+            req.stream,
+            partial(responses_stream.stream_response, self.ctx, job),
+            partial(responses.create_response, self.ctx, job),
+            _RESPONSES_STREAM,
+        )
+
+    async def response(self, request: Request) -> Response:
+        """GET, DELETE or cancel one stored response."""
+        rid = request.path_params["response_id"]
+        if request.url.path.endswith("/cancel"):
+            return _json(responses.cancel_response(self.ctx, rid))
+        if request.method == "DELETE":
+            return _json(responses.delete_response(self.ctx, rid))
+        return _json(responses.retrieve_response(self.ctx, rid))
 
     async def _answer(
         self,
@@ -216,6 +248,7 @@ def _json(result: BaseModel | None, status: int = 200) -> Response:
 
 
 _ANTHROPIC_STREAM = StreamStyle(named=True, error=anthropic_error)
+_RESPONSES_STREAM = StreamStyle(named=True, error=responses_stream.stream_error)
 
 
 def _anthropic_error(exc: OpenAIError) -> Response:

@@ -48,9 +48,16 @@ from llmkit.protocol.openai import (
     UnloadLoRAAdapterRequest,
     VersionResponse,
 )
+from llmkit.protocol.openai.responses import (
+    DeletedResponse,
+    ResponseEvent,
+    ResponseObject,
+    ResponsesRequest,
+)
 from llmkit.serving.context import ServingContext
 from llmkit.transports.openapi_anthropic import fit_anthropic_requests
 from llmkit.transports.openapi_requests import ServedModel, fit_requests
+from llmkit.transports.openapi_responses import fit_responses_request
 from llmkit.transports.openapi_score import fit_score_requests
 
 _REF = "#/components/schemas/{model}"
@@ -77,6 +84,9 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (RerankRequest, "validation"),
     (ScoreResponse, "serialization"),
     (RerankResponse, "serialization"),
+    (ResponsesRequest, "validation"),
+    (ResponseObject, "serialization"),
+    (DeletedResponse, "serialization"),
     (MessagesRequest, "validation"),
     (CountTokensRequest, "validation"),
     (MessagesResponse, "serialization"),
@@ -124,6 +134,7 @@ def openapi_document(
     fit_requests(schemas, served)
     fit_anthropic_requests(schemas, served)
     fit_score_requests(schemas, served)
+    fit_responses_request(schemas, served)
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -203,6 +214,21 @@ def openapi_document(
             ChatCompletionResponse,
             ChatCompletionChunk,
         )
+        paths["/v1/responses"] = streaming_route(
+            "/v1/responses",
+            "Respond to input items (the Responses API).",
+            ResponsesRequest,
+            ResponseObject,
+            ResponseEvent,
+        )
+        not_found = {"description": "No stored response has this id.", "content": error}
+        stored = get("/v1/responses/{id}", "A stored response.", json_of(ref(ResponseObject)))
+        deleted = json_of(ref(DeletedResponse))
+        stored["delete"] = get("/v1/responses/{id}", "Delete a stored response.", deleted)["get"]
+        cancel: dict[str, Any] = {"summary": "Cancel a background response (none run here)."}
+        cancel["responses"] = errors(("400", "429"), "/v1/responses/{id}/cancel")
+        for path, route in (("", stored), ("/cancel", {"post": cancel})):
+            paths["/v1/responses/{response_id}" + path] = _with_id(route, "response_id", not_found)
         paths["/v1/messages"] = streaming_route(
             "/v1/messages",
             "Answer a conversation (Anthropic's Messages API).",
