@@ -114,3 +114,10 @@ def test_bad_input_names_the_field(server, body, status, field):
     assert response.status_code == status, response.text
     assert response.json()["error"]["param"] == field, response.text
     assert missing.status_code == 404
+
+
+def test_a_prompt_over_the_context_says_so_naming_input(client):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="hi", max_output_tokens=255)
+    assert caught.value.body["param"] == "input"
+    assert caught.value.body["message"].startswith("This model's maximum context length is 256")

@@ -3,7 +3,9 @@ history become a chat request; its answer becomes output items; stored for the n
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from llmkit.protocol.openai.responses import (
 )
 from llmkit.serving import chat, media
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import OpenAIError, from_validation_error, naming
+from llmkit.serving.errors import OpenAIError, from_validation_error
 from llmkit.serving.responses_store import StoredResponse
 
 # The chat request's names for the Responses request's fields, for 400s.
@@ -109,7 +111,7 @@ async def prepare_response(
         body["response_format"] = {"type": "json_schema", "json_schema": schema}
     elif fmt is not None and fmt.type == "json_object":
         body["response_format"] = {"type": "json_object"}
-    with naming(_FIELDS):
+    with _named():
         try:
             request = ChatCompletionRequest.model_validate_json(json.dumps(body))
         except ValidationError as exc:
@@ -241,6 +243,22 @@ def input_messages(items: str | list[Any]) -> list[dict[str, Any]]:
         else:
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
     return messages
+
+
+@contextlib.contextmanager
+def _named() -> Iterator[None]:
+    """4xx raised inside name the Responses request's fields (``_FIELDS``)."""
+    try:
+        yield
+    except OpenAIError as exc:
+        old = exc.param or ""
+        new = _FIELDS.get(old)
+        if new is None:
+            raise
+        message = exc.message
+        if message.startswith(old):
+            message = new + message.removeprefix(old)
+        raise OpenAIError(exc.status, message, new, exc.code) from None
 
 
 def retrieve_response(ctx: ServingContext, response_id: str) -> ResponseObject:
