@@ -40,6 +40,10 @@ _FIELDS = {
     "structured_outputs": "text",
 }
 
+_CHAT_EXTRAS = frozenset(
+    {"seed", "top_k", "min_p", "repetition_penalty", "stop", "structured_outputs", "priority"}
+)
+
 
 @dataclass
 class ResponsesJob:
@@ -86,6 +90,8 @@ async def prepare_response(
         "top_p": req.top_p,
     }
     body |= {name: value for name, value in sampling.items() if value is not None}
+    # vLLM's extra sampling fields, taken as its chat requests take them.
+    body |= {k: v for k, v in (req.model_extra or {}).items() if k in _CHAT_EXTRAS}
     if req.tools:
         body["tools"] = [
             {

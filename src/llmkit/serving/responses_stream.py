@@ -18,7 +18,9 @@ from llmkit.protocol.openai.responses import (
     OutputFunctionCall,
     OutputItem,
     OutputMessage,
+    OutputReasoning,
     OutputText,
+    ReasoningText,
     ResponseEvent,
 )
 from llmkit.serving import chat
@@ -36,7 +38,7 @@ class _Events:
         self._job = job
         self.sequence = 0
         self.output: list[OutputItem] = []
-        self._open: OutputMessage | OutputFunctionCall | None = None
+        self._open: OutputMessage | OutputFunctionCall | OutputReasoning | None = None
 
     async def send(self, kind: str, **fields: Any) -> None:
         await self._emit(_event(kind, self.sequence, **fields))
@@ -69,6 +71,23 @@ class _Events:
             logprobs=[],
         )
 
+    async def reasoning(self, delta: str) -> None:
+        if not isinstance(self._open, OutputReasoning):
+            await self.close()
+            suffix = self._job.chat.request_id.removeprefix("resp_")
+            await self._add(OutputReasoning(id=f"rs_{suffix}", content=[ReasoningText(text="")]))
+        item = self._open
+        assert isinstance(item, OutputReasoning)
+        item.content[0].text += delta
+        index = len(self.output) - 1
+        await self.send(
+            "response.reasoning_text.delta",
+            item_id=item.id,
+            output_index=index,
+            content_index=0,
+            delta=delta,
+        )
+
     async def call(self, call_id: str, name: str) -> None:
         await self.close()
         suffix = self._job.chat.request_id.removeprefix("resp_")
@@ -97,7 +116,17 @@ class _Events:
         if item is None:
             return
         index = len(self.output) - 1
-        item.status = "completed"
+        if isinstance(item, OutputReasoning):
+            text = item.content[0].text
+            await self.send(
+                "response.reasoning_text.done",
+                item_id=item.id,
+                output_index=index,
+                content_index=0,
+                text=text,
+            )
+        else:
+            item.status = "completed"
         if isinstance(item, OutputMessage):
             part = item.content[0]
             await self.send(
@@ -125,7 +154,7 @@ class _Events:
             )
         await self.send("response.output_item.done", output_index=index, item=item.model_dump())
 
-    async def _add(self, item: OutputMessage | OutputFunctionCall) -> None:
+    async def _add(self, item: OutputMessage | OutputFunctionCall | OutputReasoning) -> None:
         self.output.append(item)
         self._open = item
         await self.send(
@@ -147,6 +176,8 @@ async def stream_response(ctx: ServingContext, job: ResponsesJob, emit: Emit) ->
         if chunk.usage is not None:
             ending["usage"] = chunk.usage
         for choice in chunk.choices:
+            if choice.delta.reasoning_content:
+                await events.reasoning(choice.delta.reasoning_content)
             if choice.delta.content:
                 await events.text(choice.delta.content)
             for call in choice.delta.tool_calls or []:
@@ -158,8 +189,8 @@ async def stream_response(ctx: ServingContext, job: ResponsesJob, emit: Emit) ->
                 ending["finish"] = choice.finish_reason
 
     await chat.stream_chat(ctx, job.chat, on_chunk)
-    if not events.output:
-        await events.text("")
+    if not any(isinstance(i, (OutputMessage, OutputFunctionCall)) for i in events.output):
+        await events.text("")  # as create_response: a message, if only an empty one
     await events.close()
     usage = ending["usage"] or UsageInfo(prompt_tokens=0, completion_tokens=0, total_tokens=0)
     # The whole answer as create_response would see it, for the final object.
