@@ -148,9 +148,108 @@ def _embeddings(body: dict[str, Any]) -> None:
         body["truncate_prompt_tokens"] = -1
 
 
+def _score(body: dict[str, Any]) -> None:
+    """Texts that fit the context (or truncation), and text_1 one text or as many as text_2."""
+    first, second = ("query", "documents") if "query" in body else ("text_1", "text_2")
+    seconds = 1 if isinstance(body[second], str) else len(body[second])
+    if isinstance(body[first], list) and len(body[first]) not in (1, seconds):
+        body[first] = body[first][:1]
+    every = [body[first], body[second]]
+    texts = [t for one in every for t in ([one] if isinstance(one, str) else one)]
+    if body.get("truncate_prompt_tokens") is None and any(
+        (_tokens({"prompt": t}) or _context() + 1) > _context() for t in texts
+    ):
+        body["truncate_prompt_tokens"] = -1
+
+
+def _responses(body: dict[str, Any]) -> None:
+    """A stored response or none; the input as text (the template renders any); a named
+    function in tools, forced tools that compile and no text.format beside them; the prompt
+    and max_output_tokens within the context."""
+    body["previous_response_id"] = None
+    if not isinstance(body["input"], str):
+        body["input"] = ""
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice["name"] not in {t["name"] for t in tools}:
+        body["tool_choice"] = "none"
+    elif choice == "required" or isinstance(choice, dict):
+        body["text"] = None
+        for tool in tools:
+            tool["parameters"] = _VALID["json"]
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("schema") is not None:
+        fmt["schema"] = _VALID["json"]
+    system = (
+        [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
+    )
+    chat = [*system, {"role": "user", "content": body["input"]}]
+    count = _chat_prompt_tokens({"messages": chat, "tools": _chat_tools(tools)})
+    if count is None or count >= _context():
+        body["input"], body["instructions"], body["tools"], body["tool_choice"] = (
+            "",
+            None,
+            None,
+            None,
+        )
+        count = _chat_prompt_tokens({"messages": [{"role": "user", "content": ""}]}) or 1
+    if body.get("max_output_tokens") is not None:
+        body["max_output_tokens"] = min(body["max_output_tokens"], _context() - count)
+
+
+def _chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The tools as the chat request the server makes of them shows them to the template."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": t.get("parameters") or {"type": "object"},
+            },
+        }
+        for t in tools
+    ] or None
+
+
+def _messages(body: dict[str, Any]) -> None:
+    """Anthropic's: a named tool in tools, forced tools with schemas that compile, the
+    prompt and max_tokens within the context."""
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") == "tool" and choice.get("name") not in {t["name"] for t in tools}:
+        body["tool_choice"] = {"type": "none"}
+    elif choice.get("type") in ("any", "tool"):
+        for tool in tools:
+            tool["input_schema"] = _VALID["json"]
+    count = _message_tokens(body)
+    if count is None or count >= _context():
+        body["messages"] = [{"role": "user", "content": ""}]
+        body["tools"] = body["tool_choice"] = None
+        count = _message_tokens(body) or 1
+    if "max_tokens" in body:
+        body["max_tokens"] = min(body["max_tokens"], _context() - count)
+
+
+def _message_tokens(body: dict[str, Any]) -> int | None:
+    """The rendered conversation's length in tokens: /v1/messages/count_tokens's count."""
+    keys = ("messages", "system", "tools")
+    with httpx.Client(base_url=_URL, headers=_HEADERS, timeout=30) as http:
+        response = http.post("/v1/messages/count_tokens", json={key: body.get(key) for key in keys})
+    return response.json()["input_tokens"] if response.status_code == 200 else None
+
+
 _REPAIRS = {
     "/v1/completions": _completions,
     "/v1/chat/completions": _chat,
     "/tokenize": _tokenize,
     "/v1/embeddings": _embeddings,
+    "/v1/messages": _messages,
+    "/v1/responses": _responses,
+    "/score": _score,
+    "/v1/score": _score,
+    "/rerank": _score,
+    "/v1/rerank": _score,
+    "/v2/rerank": _score,
+    "/v1/messages/count_tokens": _messages,
 }

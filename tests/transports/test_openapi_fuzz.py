@@ -23,14 +23,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llmkit.protocol.anthropic import CountTokensRequest, MessagesRequest
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
     ChatMessage,
     CompletionRequest,
     DetokenizeRequest,
     EmbeddingRequest,
+    RerankRequest,
+    ScoreRequest,
     TokenizeRequest,
 )
+from llmkit.protocol.openai.responses import ResponsesRequest
 
 KEY = "fuzz-key"
 HERE = Path(__file__).parent
@@ -151,9 +155,14 @@ ROUTES = {
         "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
         "/tokenize": {"prompt": "hi"},
         "/detokenize": {"tokens": [1, 2]},
+        "/v1/messages": {"max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+        "/v1/messages/count_tokens": {"messages": [{"role": "user", "content": "hi"}]},
+        "/v1/responses": {"input": "hi", "max_output_tokens": 2},
     },
     "embed": {
         "/v1/embeddings": {"input": "hi"},
+        "/score": {"text_1": "hi", "text_2": ["a", "b"]},
+        "/v1/rerank": {"query": "hi", "documents": ["a", "b"]},
         "/tokenize": {"prompt": "hi"},
         "/detokenize": {"tokens": [1, 2]},
     },
@@ -168,6 +177,11 @@ MODELS = {
     "/v1/embeddings": EmbeddingRequest,
     "/tokenize": TokenizeRequest,
     "/detokenize": DetokenizeRequest,
+    "/v1/messages": MessagesRequest,
+    "/score": ScoreRequest,
+    "/v1/rerank": RerankRequest,
+    "/v1/messages/count_tokens": CountTokensRequest,
+    "/v1/responses": ResponsesRequest,
 }
 MESSAGE_FIELDS = [f"messages.0.{name}" for name in ChatMessage.model_fields]
 # JSON text that Python's json.dumps does not write (numbers beyond float and int64, lone

@@ -1,12 +1,12 @@
-"""The ``llmkit`` command: serve | engine | run | chat | plugins | demo-model | bench, a module
-each."""
+"""The ``llmkit`` command: serve | engine | run | run-batch | chat | plugins | demo-model |
+bench, a module each."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from llmkit.cli import bench, chat, demo_model, engine, plugins, run, serve
+from llmkit.cli import bench, chat, demo_model, engine, plugins, run, run_batch, serve
 
 __all__ = ["build_parser", "main"]
 
@@ -28,6 +28,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of every command and its flags."""
     parser = argparse.ArgumentParser(prog="llmkit", description="Serve and run LLMs with llmkit.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (serve, engine, run, chat, plugins, demo_model, bench):
+    for command in (serve, engine, run, run_batch, chat, plugins, demo_model, bench):
         command.add_parser(commands)
     return parser

@@ -1,4 +1,4 @@
-"""LLM: the blocking offline API (generate, chat, embed) with a progress bar."""
+"""LLM: the blocking offline API (generate, chat, embed, score, rerank) with a progress bar."""
 
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
 from llmkit.engine.sched.request import Request
+from llmkit.engine.scoring import (
+    RerankResult,
+    ScoringOutput,
+    ScoringRequestOutput,
+    cosine,
+    pairs,
+    ranked,
+)
 from llmkit.engine.stats import EngineStats
-from llmkit.errors import LLMKitError, RequestFailedError
+from llmkit.errors import LLMKitError, ParamError, RequestFailedError
 from llmkit.lora_request import LoRARequest
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
@@ -115,6 +123,42 @@ class LLM:
         prompts = _as_list(prompts)
         params = _broadcast(pooling_params or PoolingParams(), len(prompts), "pooling_params")
         return self._run(prompts, params, use_tqdm, [None] * len(prompts))
+
+    def score(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        use_tqdm: bool = True,
+    ) -> list[ScoringRequestOutput]:
+        """Each pair's cosine similarity on an embedding model, as vLLM scores with a
+        bi-encoder: one ``text_1`` against each ``text_2``, or two lists pairwise."""
+        pairs_ = pairs(text_1, text_2)
+        texts = list(dict.fromkeys(t for pair in pairs_ for t in pair))
+        embedded = dict(zip(texts, self.embed(texts, use_tqdm=use_tqdm), strict=True))
+        return [
+            ScoringRequestOutput(
+                request_id=str(i),
+                prompt_token_ids=embedded[a].prompt_token_ids + embedded[b].prompt_token_ids,
+                outputs=ScoringOutput(
+                    cosine(embedded[a].outputs.embedding, embedded[b].outputs.embedding)
+                ),
+            )
+            for i, (a, b) in enumerate(pairs_)
+        ]
+
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RerankResult]:
+        """The documents by their score against ``query``, highest first; the first
+        ``top_n`` if given."""
+        if not documents:
+            raise ParamError("documents", "documents must not be empty")
+        scores = self.score(query, documents, use_tqdm)
+        return ranked(documents, [s.outputs.score for s in scores], top_n)
 
     def _run(
         self,

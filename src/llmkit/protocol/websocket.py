@@ -38,7 +38,7 @@ MSGPACK_PROTOCOL = "llmkit.msgpack"
 # Browsers cannot set Authorization on a WebSocket: the key comes as "llmkit.bearer.<key>".
 BEARER_PREFIX = "llmkit.bearer."
 
-CREATE_TYPES = ("chat.completions.create", "completions.create")
+CREATE_TYPES = ("chat.completions.create", "completions.create", "responses.create")
 DoneStatus = Literal["finished", "cancelled", "failed"]
 
 
@@ -46,7 +46,7 @@ DoneStatus = Literal["finished", "cancelled", "failed"]
 class Create:
     """A ``chat.completions.create`` or ``completions.create`` request."""
 
-    kind: Literal["chat.completions.create", "completions.create"]
+    kind: Literal["chat.completions.create", "completions.create", "responses.create"]
     id: str
     body: dict[str, Any]
 
@@ -73,7 +73,9 @@ def parse_message(obj: object) -> Create | Cancel:
 
 
 def create_message(
-    kind: Literal["chat.completions.create", "completions.create"], rid: str, body: Message
+    kind: Literal["chat.completions.create", "completions.create", "responses.create"],
+    rid: str,
+    body: Message,
 ) -> Message:
     return {"type": kind, "id": rid, "body": body}
 

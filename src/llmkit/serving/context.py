@@ -16,6 +16,7 @@ from llmkit.serving.errors import OpenAIError, bad_request, from_engine_error
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import RequestTracker, ServerMetrics
 from llmkit.serving.options import ServingOptions
+from llmkit.serving.responses_store import ResponseStore
 from llmkit.serving.shutdown import Closing
 from llmkit.tools import ToolParser
 
@@ -47,6 +48,8 @@ class ServingContext:
     draining: bool = False
     # Set when the server waits no longer: what still runs ends itself (see Closing).
     closing: Closing = field(default_factory=Closing)
+    # The Responses API's stored responses (store: true), for previous_response_id.
+    responses: ResponseStore = field(default_factory=ResponseStore)
     # The parser classes options name, loaded from their plugins once (PluginError if not).
     tool_parser: type[ToolParser] | None = field(init=False, default=None)
     reasoning_parser: type[ReasoningParser] | None = field(init=False, default=None)

@@ -49,20 +49,25 @@ async def prepare_embedding(
     prompts = await tokenize_inputs(
         ctx, req.input, "input", params.truncate_prompt_tokens, refuse_empty_text=True
     )
+    check_fits(ctx, prompts, "input")
+    ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
+    streams = start_embedding(ctx, request_id, prompts, params, req.priority)
+    return EmbeddingJob(request_id, model, prompts, streams, req.encoding_format)
+
+
+def check_fits(ctx: ServingContext, prompts: list[EnginePrompt], param: str) -> None:
+    """A 400 (code context_length_exceeded) naming ``param`` for a prompt over the context."""
     max_model_len = ctx.engine.model_info.max_model_len
     for i, prompt in enumerate(prompts):
         if len(prompt.token_ids) > max_model_len:
-            where = "input" if len(prompts) == 1 else f"input[{i}]"
+            where = param if len(prompts) == 1 else f"{param}[{i}]"
             raise bad_request(
                 f"This model's maximum context length is {max_model_len} tokens. However, "
                 f"{where} resulted in {len(prompt.token_ids)} tokens. Please reduce the length "
                 "of the input, or set truncate_prompt_tokens.",
-                "input",
+                param,
                 "context_length_exceeded",
             )
-    ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
-    streams = start_embedding(ctx, request_id, prompts, params, req.priority)
-    return EmbeddingJob(request_id, model, prompts, streams, req.encoding_format)
 
 
 async def create_embedding(ctx: ServingContext, job: EmbeddingJob) -> EmbeddingResponse:

@@ -13,7 +13,7 @@ from llmkit.protocol.openai import (
 from llmkit.serving.chat import render_messages
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, to_conversation
-from llmkit.serving.errors import bad_request
+from llmkit.serving.errors import OpenAIError, bad_request
 from llmkit.serving.tool_choice import check_tools
 
 
@@ -29,6 +29,14 @@ def list_models(ctx: ServingContext) -> ModelList:
         for name, lora in ctx.loras.adapters.items()
     ]
     return ModelList(data=cards)
+
+
+def retrieve_model(ctx: ServingContext, model_id: str) -> ModelCard:
+    """One served model's card (``GET /v1/models/{id}``); an unknown id is OpenAI's 404."""
+    for card in list_models(ctx).data:
+        if card.id == model_id:
+            return card
+    raise OpenAIError(404, f"The model `{model_id}` does not exist.", "model", "model_not_found")
 
 
 async def tokenize(ctx: ServingContext, req: TokenizeRequest) -> TokenizeResponse:

@@ -38,7 +38,7 @@ from llmkit.transports.http_middleware import (
     ServerLoad,
 )
 from llmkit.transports.http_options import AccessOptions, HTTPOptions
-from llmkit.transports.http_routes import ERROR_HANDLERS, Routes
+from llmkit.transports.http_routes import ERROR_HANDLERS, RERANK_PATHS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
@@ -118,7 +118,16 @@ def create_app(
         Route("/v1/completions", api.completions, methods=["POST"]),
         Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
         Route("/v1/embeddings", api.embeddings, methods=["POST"]),
+        Route("/score", api.score, methods=["POST"]),
+        Route("/v1/score", api.score, methods=["POST"]),
+        *(Route(path, api.rerank, methods=["POST"]) for path in RERANK_PATHS),
+        Route("/v1/responses", api.responses, methods=["POST"]),
+        Route("/v1/responses/{response_id}", api.response, methods=["GET", "DELETE"]),
+        Route("/v1/responses/{response_id}/cancel", api.response, methods=["POST"]),
+        Route("/v1/messages", api.messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", api.count_tokens, methods=["POST"]),
         Route("/v1/models", api.models, methods=["GET"]),
+        Route("/v1/models/{model:path}", api.model, methods=["GET"]),
         Route("/tokenize", api.tokenize, methods=["POST"]),
         Route("/detokenize", api.detokenize, methods=["POST"]),
         Route("/health", api.readyz, methods=["GET"]),

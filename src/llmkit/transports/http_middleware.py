@@ -197,6 +197,8 @@ class ApiKeyMiddleware:
             or scope["method"] == "OPTIONS"  # CORS preflights carry no credentials
             or route_path(scope) in self._open
             or self._keys.valid_header(header(scope, b"authorization"))
+            # Anthropic's clients send the key as x-api-key.
+            or self._keys.valid_token(header(scope, b"x-api-key") or "\0")
         ):
             await self.app(scope, receive, send)
             return

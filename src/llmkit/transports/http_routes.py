@@ -4,6 +4,8 @@ with JSON or a stream, and turn every error into OpenAI's error shape."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -12,25 +14,44 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 import llmkit
+from llmkit.protocol.anthropic import CountTokensRequest, MessagesRequest
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
     CompletionRequest,
     DetokenizeRequest,
     EmbeddingRequest,
     LoadLoRAAdapterRequest,
+    RerankRequest,
+    ScoreRequest,
     TokenizeRequest,
     UnloadLoRAAdapterRequest,
     VersionResponse,
 )
-from llmkit.serving import chat, completions, embeddings, media, tokens
+from llmkit.protocol.openai.responses import ResponsesRequest
+from llmkit.serving import (
+    anthropic,
+    chat,
+    completions,
+    embeddings,
+    media,
+    responses,
+    responses_stream,
+    score,
+    tokens,
+)
+from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
 from llmkit.serving.metrics import ServerMetrics
+from llmkit.serving.stream import Emit
 from llmkit.transports.http_middleware import CLIENT_CLOSED, ServerLoad, request_id
-from llmkit.transports.http_stream import EventStreamResponse, run_until_disconnect
+from llmkit.transports.http_stream import EventStreamResponse, StreamStyle, run_until_disconnect
 from llmkit.transports.openapi import openapi_document
 
 M = TypeVar("M", bound=BaseModel)
+_OPENAI_STREAM = StreamStyle()
+# vLLM's, Jina's and Cohere's paths of one rerank endpoint.
+RERANK_PATHS = ("/rerank", "/v1/rerank", "/v2/rerank")
 
 
 class Routes:
@@ -57,32 +78,83 @@ class Routes:
         req = await _parse(request, CompletionRequest)
         rid = f"cmpl-{request_id(request.scope)}"
         job = await completions.prepare_completion(self.ctx, req, rid)
-        if job.stream:
-            return EventStreamResponse(
-                lambda emit: completions.stream_completion(self.ctx, job, emit),
-                keepalive_s=self._keepalive_s,
-                closing=self.ctx.closing,
-            )
-        result = await run_until_disconnect(
-            request.receive, lambda: completions.create_completion(self.ctx, job), self.ctx.closing
+        return await self._answer(
+            request,
+            job.stream,
+            partial(completions.stream_completion, self.ctx, job),
+            partial(completions.create_completion, self.ctx, job),
         )
-        return _json(result)
 
     async def chat_completions(self, request: Request) -> Response | EventStreamResponse:
         req = await _parse(request, ChatCompletionRequest)
         images = await media.chat_images(self.ctx, req.messages)
         rid = f"chatcmpl-{request_id(request.scope)}"
         job = await chat.prepare_chat(self.ctx, req, rid, images)
-        if job.stream:
-            return EventStreamResponse(
-                lambda emit: chat.stream_chat(self.ctx, job, emit),
-                keepalive_s=self._keepalive_s,
-                closing=self.ctx.closing,
-            )
-        result = await run_until_disconnect(
-            request.receive, lambda: chat.create_chat(self.ctx, job), self.ctx.closing
+        return await self._answer(
+            request,
+            job.stream,
+            partial(chat.stream_chat, self.ctx, job),
+            partial(chat.create_chat, self.ctx, job),
         )
-        return _json(result)
+
+    async def messages(self, request: Request) -> Response | EventStreamResponse:
+        try:
+            req = await _parse(request, MessagesRequest)
+            rid = f"msg_{request_id(request.scope)}"
+            job = await anthropic.prepare_message(self.ctx, req, rid)
+            return await self._answer(
+                request,
+                job.stream,
+                partial(anthropic.stream_message, self.ctx, job),
+                partial(anthropic.create_message, self.ctx, job),
+                _ANTHROPIC_STREAM,
+            )
+        except OpenAIError as exc:
+            return _anthropic_error(exc)
+
+    async def responses(self, request: Request) -> Response | EventStreamResponse:
+        req = await _parse(request, ResponsesRequest)
+        rid = f"resp_{request_id(request.scope)}"
+        job = await responses.prepare_response(self.ctx, req, rid)
+        return await self._answer(
+            request,
+            req.stream,
+            partial(responses_stream.stream_response, self.ctx, job),
+            partial(responses.create_response, self.ctx, job),
+            _RESPONSES_STREAM,
+        )
+
+    async def response(self, request: Request) -> Response:
+        """GET, DELETE or cancel one stored response."""
+        rid = request.path_params["response_id"]
+        if request.url.path.endswith("/cancel"):
+            return _json(responses.cancel_response(self.ctx, rid))
+        if request.method == "DELETE":
+            return _json(responses.delete_response(self.ctx, rid))
+        return _json(responses.retrieve_response(self.ctx, rid))
+
+    async def _answer(
+        self,
+        request: Request,
+        stream: bool,
+        produce: Callable[[Emit], Awaitable[None]],
+        create: Callable[[], Awaitable[BaseModel]],
+        style: StreamStyle = _OPENAI_STREAM,
+    ) -> Response | EventStreamResponse:
+        """The events ``produce`` emits, or with ``stream`` false the one answer ``create``
+        gives; either stops when the client leaves."""
+        if stream:
+            return EventStreamResponse(
+                produce, keepalive_s=self._keepalive_s, closing=self.ctx.closing, style=style
+            )
+        return _json(await run_until_disconnect(request.receive, create, self.ctx.closing))
+
+    async def count_tokens(self, request: Request) -> Response:
+        try:
+            req = await _parse(request, CountTokensRequest)
+            return _json(await anthropic.count_tokens(self.ctx, req))
+        except OpenAIError as exc:
+            return _anthropic_error(exc)
 
     async def embeddings(self, request: Request) -> Response:
         req = await _parse(request, EmbeddingRequest)
@@ -93,8 +165,23 @@ class Routes:
         )
         return _json(result)
 
+    async def score(self, request: Request) -> Response:
+        req = await _parse(request, ScoreRequest)
+        rid = f"score-{request_id(request.scope)}"
+        work = partial(score.create_score, self.ctx, req, rid)
+        return _json(await run_until_disconnect(request.receive, work, self.ctx.closing))
+
+    async def rerank(self, request: Request) -> Response:
+        req = await _parse(request, RerankRequest)
+        rid = f"rerank-{request_id(request.scope)}"
+        work = partial(score.create_rerank, self.ctx, req, rid)
+        return _json(await run_until_disconnect(request.receive, work, self.ctx.closing))
+
     async def models(self, request: Request) -> Response:
         return _json(tokens.list_models(self.ctx))
+
+    async def model(self, request: Request) -> Response:
+        return _json(tokens.retrieve_model(self.ctx, request.path_params["model"]))
 
     async def load_lora_adapter(self, request: Request) -> Response:
         req = await _parse(request, LoadLoRAAdapterRequest)
@@ -158,6 +245,16 @@ def _json(result: BaseModel | None, status: int = 200) -> Response:
     if result is None:  # the client left: the server drops this, as nobody is there
         return Response(status_code=CLIENT_CLOSED)
     return Response(result.model_dump_json(), status_code=status, media_type="application/json")
+
+
+_ANTHROPIC_STREAM = StreamStyle(named=True, error=anthropic_error)
+_RESPONSES_STREAM = StreamStyle(named=True, error=responses_stream.stream_error)
+
+
+def _anthropic_error(exc: OpenAIError) -> Response:
+    response = _json(anthropic_error(exc), exc.status)
+    response.headers.update(exc.headers)
+    return response
 
 
 async def _openai_error(request: Request, exc: Exception) -> Response:

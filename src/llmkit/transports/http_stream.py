@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
@@ -72,6 +73,16 @@ async def run_until_disconnect(
     return results[0] if results else None
 
 
+@dataclass(frozen=True)
+class StreamStyle:
+    """How a stream frames its events: OpenAI's (``data:`` lines, then ``[DONE]``), or with
+    ``named`` Anthropic's (``event: <type>`` before each, no ``[DONE]``); ``error``: the
+    body of the error event."""
+
+    named: bool = False
+    error: Callable[[OpenAIError], BaseModel] = OpenAIError.body
+
+
 class EventStreamResponse:
     """An ASGI response that streams what ``produce(emit)`` emits, then ``data: [DONE]``.
 
@@ -88,8 +99,10 @@ class EventStreamResponse:
         headers: dict[str, str] | None = None,
         keepalive_s: float | None = None,
         closing: Closing | None = None,
+        style: StreamStyle = StreamStyle(),
     ):
         self._produce = produce
+        self._style = style
         self._keepalive_s = keepalive_s
         self._closing = closing
         self._headers = _SSE_HEADERS + [
@@ -106,7 +119,8 @@ class EventStreamResponse:
             await send({"type": "http.response.body", "body": body, "more_body": True})
 
         async def emit(chunk: BaseModel) -> None:
-            await send_body(b"data: " + chunk.model_dump_json().encode() + b"\n\n")
+            event = f"event: {getattr(chunk, 'type', 'error')}\n" if self._style.named else ""
+            await send_body(event.encode() + b"data: " + chunk.model_dump_json().encode() + b"\n\n")
 
         # Its own scope: it stops before [DONE], so it never sends after the last message.
         keepalive_scope = anyio.CancelScope()
@@ -127,8 +141,9 @@ class EventStreamResponse:
                 error = await self._run(emit, tg)
                 keepalive_scope.cancel()
                 if error is not None:
-                    await emit(error.body())
-                await send({"type": "http.response.body", "body": _DONE, "more_body": True})
+                    await emit(self._style.error(error))
+                if not self._style.named:
+                    await send({"type": "http.response.body", "body": _DONE, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
 

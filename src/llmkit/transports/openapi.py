@@ -17,6 +17,13 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 import llmkit
+from llmkit.protocol.anthropic import (
+    AnthropicErrorResponse,
+    CountTokensRequest,
+    CountTokensResponse,
+    MessagesRequest,
+    MessagesResponse,
+)
 from llmkit.protocol.openai import (
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -30,14 +37,28 @@ from llmkit.protocol.openai import (
     EmbeddingResponse,
     ErrorResponse,
     LoadLoRAAdapterRequest,
+    ModelCard,
     ModelList,
+    RerankRequest,
+    RerankResponse,
+    ScoreRequest,
+    ScoreResponse,
     TokenizeRequest,
     TokenizeResponse,
     UnloadLoRAAdapterRequest,
     VersionResponse,
 )
+from llmkit.protocol.openai.responses import (
+    DeletedResponse,
+    ResponseEvent,
+    ResponseObject,
+    ResponsesRequest,
+)
 from llmkit.serving.context import ServingContext
+from llmkit.transports.openapi_anthropic import fit_anthropic_requests
 from llmkit.transports.openapi_requests import ServedModel, fit_requests
+from llmkit.transports.openapi_responses import fit_responses_request
+from llmkit.transports.openapi_score import fit_score_requests
 
 _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -56,8 +77,21 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (TokenizeResponse, "serialization"),
     (DetokenizeResponse, "serialization"),
     (ModelList, "serialization"),
+    (ModelCard, "serialization"),
     (VersionResponse, "serialization"),
     (ErrorResponse, "serialization"),
+    (ScoreRequest, "validation"),
+    (RerankRequest, "validation"),
+    (ScoreResponse, "serialization"),
+    (RerankResponse, "serialization"),
+    (ResponsesRequest, "validation"),
+    (ResponseObject, "serialization"),
+    (DeletedResponse, "serialization"),
+    (MessagesRequest, "validation"),
+    (CountTokensRequest, "validation"),
+    (MessagesResponse, "serialization"),
+    (CountTokensResponse, "serialization"),
+    (AnthropicErrorResponse, "serialization"),
 ]
 # The errors a route can answer, and what each means.
 _ERRORS = {
@@ -88,18 +122,19 @@ def openapi_document(
                 "anyOf": [{"enum": names}, {"type": "null"}],
                 "default": None,
             }
-    fit_requests(
-        schemas,
-        ServedModel(
-            max_model_len=info.max_model_len,
-            max_logprobs=info.max_logprobs,
-            vocab_size=info.vocab_size,
-            hidden_size=info.hidden_size,
-            supports_images=info.supports_images,
-            has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
-            auto_tool_choice=ctx.options.enable_auto_tool_choice,
-        ),
+    served = ServedModel(
+        max_model_len=info.max_model_len,
+        max_logprobs=info.max_logprobs,
+        vocab_size=info.vocab_size,
+        hidden_size=info.hidden_size,
+        supports_images=info.supports_images,
+        has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
+        auto_tool_choice=ctx.options.enable_auto_tool_choice,
     )
+    fit_requests(schemas, served)
+    fit_anthropic_requests(schemas, served)
+    fit_score_requests(schemas, served)
+    fit_responses_request(schemas, served)
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -179,10 +214,56 @@ def openapi_document(
             ChatCompletionResponse,
             ChatCompletionChunk,
         )
+        paths["/v1/responses"] = streaming_route(
+            "/v1/responses",
+            "Respond to input items (the Responses API).",
+            ResponsesRequest,
+            ResponseObject,
+            ResponseEvent,
+        )
+        not_found = {"description": "No stored response has this id.", "content": error}
+        stored = get("/v1/responses/{id}", "A stored response.", json_of(ref(ResponseObject)))
+        deleted = json_of(ref(DeletedResponse))
+        stored["delete"] = get("/v1/responses/{id}", "Delete a stored response.", deleted)["get"]
+        cancel: dict[str, Any] = {"summary": "Cancel a background response (none run here)."}
+        cancel["responses"] = errors(("400", "429"), "/v1/responses/{id}/cancel")
+        for path, route in (("", stored), ("/cancel", {"post": cancel})):
+            paths["/v1/responses/{response_id}" + path] = _with_id(route, "response_id", not_found)
+        paths["/v1/messages"] = streaming_route(
+            "/v1/messages",
+            "Answer a conversation (Anthropic's Messages API).",
+            MessagesRequest,
+            MessagesResponse,
+            MessagesResponse,
+        )
+        paths["/v1/messages/count_tokens"] = model_route(
+            "/v1/messages/count_tokens",
+            "Count a conversation's tokens (Anthropic's Messages API).",
+            CountTokensRequest,
+            CountTokensResponse,
+        )
+        # The endpoint's own errors are Anthropic's; the server's (keys, limits) OpenAI's.
+        anthropic_error = {"application/json": {"schema": ref(AnthropicErrorResponse)}}
+        for path in ("/v1/messages", "/v1/messages/count_tokens"):
+            for code in ("400", "404", "503"):
+                paths[path]["post"]["responses"][code]["content"] = anthropic_error
+        stream = paths["/v1/messages"]["post"]["responses"]["200"]["content"]
+        stream["text/event-stream"]["schema"]["properties"]["data"]["description"] = (
+            "Each event's JSON after its `event: <type>` line: message_start, ping, "
+            "content_block_start/_delta/_stop, message_delta, message_stop (or error)."
+        )
     if info.supports_embed:
         paths["/v1/embeddings"] = model_route(
             "/v1/embeddings", "Embed inputs.", EmbeddingRequest, EmbeddingResponse
         )
+        for path in ("/score", "/v1/score"):
+            paths[path] = model_route(
+                path, "Score text pairs (cosine of embeddings).", ScoreRequest, ScoreResponse
+            )
+        for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+            paths[path] = model_route(
+                path, "Rank documents against a query.", RerankRequest, RerankResponse
+            )
     paths["/tokenize"] = model_route(
         "/tokenize", "Tokenize a prompt or messages.", TokenizeRequest, TokenizeResponse
     )
@@ -197,6 +278,11 @@ def openapi_document(
             paths[path] = post(path, summary, request, {"description": "Done.", "content": text})
     paths |= {
         "/v1/models": get("/v1/models", "The served model names.", json_of(ref(ModelList))),
+        "/v1/models/{model}": _with_id(
+            get("/v1/models/{model}", "One served model.", json_of(ref(ModelCard))),
+            "model",
+            {"description": _ERRORS["404"], "content": error},
+        ),
         "/version": get("/version", "The server's version.", json_of(ref(VersionResponse))),
         "/metrics": get("/metrics", "Prometheus metrics.", text),
         "/load": get("/load", "Requests in flight.", json_of(load)),
@@ -223,3 +309,13 @@ def openapi_document(
             for operation in paths[path].values():
                 operation["security"] = []
     return document
+
+
+def _with_id(route: dict[str, Any], name: str, not_found: dict[str, Any]) -> dict[str, Any]:
+    """``route`` with the path parameter ``name`` and the 404 of an id that is not there."""
+    for operation in route.values():
+        operation["parameters"] = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        ]
+        operation["responses"]["404"] = not_found
+    return route

@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from llmkit.protocol.messages import Message, ProtocolError
 from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
+from llmkit.protocol.openai.responses import ResponsesRequest
 from llmkit.protocol.websocket import (
     MSGPACK_PROTOCOL,
     Cancel,
@@ -39,11 +40,12 @@ from llmkit.protocol.websocket import (
     parse_message,
     protocol_error,
 )
-from llmkit.serving import chat, completions, media
+from llmkit.serving import chat, completions, media, responses, responses_stream
 from llmkit.serving.chat import ChatJob
 from llmkit.serving.completions import CompletionJob
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, from_engine_error, from_validation_error
+from llmkit.serving.responses import ResponsesJob
 from llmkit.serving.shutdown import shutting_down
 from llmkit.serving.stream import Emit
 from llmkit.transports.http_middleware import ServerLoad
@@ -112,7 +114,7 @@ class Codec:
 
 @dataclass
 class _Request:
-    job: ChatJob | CompletionJob
+    job: ChatJob | CompletionJob | ResponsesJob
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     stopped: bool = False  # by the server's shutdown, not by the client
 
@@ -225,6 +227,10 @@ class Connection:
                 images = await media.chat_images(ctx, req.messages)
                 job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}", images)
                 return _Request(job)
+            if message.kind == "responses.create":
+                rreq = ResponsesRequest.model_validate(body)
+                rid = f"resp_{uuid.uuid4().hex}"
+                return _Request(await responses.prepare_response(ctx, rreq, rid))
             creq = CompletionRequest.model_validate(body)
             return _Request(
                 await completions.prepare_completion(ctx, creq, f"cmpl-{uuid.uuid4().hex}")
@@ -232,8 +238,10 @@ class Connection:
         except ValidationError as exc:
             raise from_validation_error(exc) from None
 
-    async def _produce(self, job: ChatJob | CompletionJob, emit: Emit) -> None:
-        if isinstance(job, ChatJob):
+    async def _produce(self, job: ChatJob | CompletionJob | ResponsesJob, emit: Emit) -> None:
+        if isinstance(job, ResponsesJob):
+            await responses_stream.stream_response(self._ctx, job, emit)
+        elif isinstance(job, ChatJob):
             await chat.stream_chat(self._ctx, job, emit)
         else:
             await completions.stream_completion(self._ctx, job, emit)

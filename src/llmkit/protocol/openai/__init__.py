@@ -55,6 +55,17 @@ from llmkit.protocol.openai.models import (
     UnloadLoRAAdapterRequest,
     VersionResponse,
 )
+from llmkit.protocol.openai.score import (
+    RerankData,
+    RerankDocument,
+    RerankRequest,
+    RerankResponse,
+    RerankUsage,
+    ScoreData,
+    ScoreRequest,
+    ScoreResponse,
+    ScoreUsage,
+)
 
 __all__ = [
     "ChatChoice",
@@ -92,8 +103,17 @@ __all__ = [
     "ModelList",
     "PromptInput",
     "PromptTokensDetails",
+    "RerankData",
+    "RerankDocument",
+    "RerankRequest",
+    "RerankResponse",
+    "RerankUsage",
     "ResponseFormat",
     "SamplingFields",
+    "ScoreData",
+    "ScoreRequest",
+    "ScoreResponse",
+    "ScoreUsage",
     "StreamOptions",
     "TokenizeRequest",
     "TokenizeResponse",

@@ -1,0 +1,51 @@
+"""Pydantic models of Anthropic's Messages API as llmkit serves it."""
+
+from __future__ import annotations
+
+from llmkit.protocol.anthropic.messages import (
+    AnthropicError,
+    AnthropicErrorResponse,
+    AnthropicMessage,
+    AnthropicTool,
+    ContentBlockDelta,
+    ContentBlockStart,
+    ContentBlockStop,
+    CountTokensRequest,
+    CountTokensResponse,
+    InputJsonDelta,
+    MessageDelta,
+    MessageDeltaEvent,
+    MessagesRequest,
+    MessagesResponse,
+    MessageStart,
+    MessageStop,
+    MessagesUsage,
+    Ping,
+    ResponseText,
+    ResponseToolUse,
+    TextDelta,
+)
+
+__all__ = [
+    "AnthropicError",
+    "AnthropicErrorResponse",
+    "AnthropicMessage",
+    "AnthropicTool",
+    "ContentBlockDelta",
+    "ContentBlockStart",
+    "ContentBlockStop",
+    "CountTokensRequest",
+    "CountTokensResponse",
+    "InputJsonDelta",
+    "MessageDelta",
+    "MessageDeltaEvent",
+    "MessageStart",
+    "MessageStop",
+    "MessagesRequest",
+    "MessagesResponse",
+    "MessagesUsage",
+    "Ping",
+    "ResponseText",
+    "ResponseToolUse",
+    "TextDelta",
+]
