@@ -3,10 +3,11 @@ the target distribution kept when sampling, its counts, and its config's checks.
 
 from __future__ import annotations
 
+import anyio
 import pytest
 import torch
 
-from llmkit import LLM, EngineConfig, SamplingParams
+from llmkit import LLM, AsyncEngine, EngineConfig, SamplingParams
 from llmkit.model.sampler import Sampler, SamplingRow
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
@@ -66,6 +67,39 @@ def test_greedy_output_is_token_identical_with_speculation(engines):
         assert stats.steps < plain._core.stats().steps
         echo = got[0].spec_decode
         assert echo is not None and echo.num_emitted_tokens > echo.num_drafts
+
+
+@pytest.mark.anyio
+async def test_aborting_one_speculating_stream_leaves_the_others_right(engines):
+    """Requests join and leave mid-way (one is abandoned after 3 outputs); the rest still
+    match the plain engine, and every KV block comes back."""
+    plain, spec = engines
+    prompts, params = mixed_requests()
+    expected = plain.generate(prompts, params, use_tqdm=False)
+    config = EngineConfig(spec._core.config.model, max_model_len=384, speculative_config=NGRAM)
+    long = SamplingParams(temperature=0, max_tokens=200, ignore_eos=True)
+    async with AsyncEngine(config) as engine:
+        results: dict[int, object] = {}
+
+        async def complete(i: int) -> None:
+            async for out in engine.generate(prompts[i], params[i]):
+                results[i] = out
+
+        async def abandon() -> None:
+            seen = 0
+            async for _ in engine.generate(CODE, long):
+                seen += 1
+                if seen == 3:
+                    break
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(abandon)
+            for i in range(len(prompts)):
+                tg.start_soon(complete, i)
+        with anyio.fail_after(5):
+            while (s := engine.stats()).kv_blocks_free != s.kv_blocks_total or s.num_running:
+                await anyio.sleep(0.01)
+    assert_same(expected, [results[i] for i in range(len(prompts))])
 
 
 def test_a_rejected_proposal_is_resampled_so_the_distribution_stays_the_targets():

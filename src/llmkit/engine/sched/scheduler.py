@@ -126,6 +126,10 @@ class Scheduler:
                 i += 1
                 continue
             while not self._reserve(req, num_new):
+                if req.spec_token_ids:  # proposals are never worth a preemption
+                    num_new -= len(req.spec_token_ids)
+                    req.spec_token_ids.clear()
+                    continue
                 victim = max(self.running, key=Request.sort_key)
                 budget += self._preempt(victim, out, scheduled)
                 if victim is req:
