@@ -11,6 +11,7 @@ KV of the rejected proposals is given back.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass, replace
 
 from llmkit.engine.output_state import RequestState
@@ -37,6 +38,23 @@ class SampleBatch:
     spans: list[tuple[int, int]]
 
 
+@dataclass
+class _Pace:
+    """How much one request proposes: checking a proposal costs a row of every layer's
+    matmuls, which on a CPU costs nearly what the row saves, so a request whose proposals
+    keep failing (open-ended text) proposes less and less often, and one whose proposals
+    hold (echoed text) proposes the full k again."""
+
+    length: int  # the most tokens to propose next
+    misses: int = 0  # checks in a row that accepted nothing
+    wait: int = 0  # steps to sit out before proposing again
+
+    def update(self, proposed: int, accepted: int, k: int) -> None:
+        self.length = min(k, accepted + 1 if accepted < proposed else proposed + 1)
+        self.misses = self.misses + 1 if accepted == 0 else 0
+        self.wait = min(2**self.misses, 8) - 1 if self.misses else 0
+
+
 class SpeculativeDecoder:
     """Proposes before each step and checks after it; counts what happened (``totals``)."""
 
@@ -50,6 +68,7 @@ class SpeculativeDecoder:
         )
         self.max_model_len = max_model_len
         self.totals = SpecDecodeCounts()
+        self._pace: weakref.WeakKeyDictionary[Request, _Pace] = weakref.WeakKeyDictionary()
         self._logged_at = 0
 
     def propose(self, running: list[Request]) -> None:
@@ -68,8 +87,12 @@ class SpeculativeDecoder:
             limit = min(
                 req.max_tokens - req.num_output_tokens - 1, self.max_model_len - req.num_tokens
             )
+            pace = self._pace.setdefault(req, _Pace(self.proposer.k))
+            if pace.wait > 0:
+                pace.wait -= 1
+                continue
             tokens = req.prompt_token_ids + req.output_token_ids
-            req.spec_token_ids = self.proposer.propose(tokens, limit)
+            req.spec_token_ids = self.proposer.propose(tokens, min(limit, pace.length))
 
     def expand(self, requests: list[Request], seqs: list[SeqInput]) -> list[SeqInput]:
         """The step's runner input with each proposal as a one-token sequence of its own
@@ -124,6 +147,9 @@ class SpeculativeDecoder:
             accepted += 1
         emitted = tokens[: accepted + 1]
         scheduler.reject_drafts(req, len(spec) - accepted)
+        pace = self._pace.get(req)
+        if pace is not None:
+            pace.update(len(spec), accepted, self.proposer.k)
         _add(self.totals, len(spec), accepted, len(emitted))
         with state.lock:
             _add(state.spec_decode, len(spec), accepted, len(emitted))
