@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXPECTED = {
     "AsyncEngine",
+    "BeamSearchParams",
     "CompletionOutput",
     "EmbeddingOutput",
     "EmbeddingRequestOutput",

@@ -30,6 +30,7 @@ _EXPORTS = {
     "LoRARequest": "llmkit.lora_request",
     "ParamError": "llmkit.errors",
     "RequestFailedError": "llmkit.errors",
+    "BeamSearchParams": "llmkit.engine.beam_search",
     "CompletionOutput": "llmkit.outputs",
     "EmbeddingOutput": "llmkit.outputs",
     "EmbeddingRequestOutput": "llmkit.outputs",
@@ -62,6 +63,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
     from llmkit.engine.async_engine import AsyncEngine
+    from llmkit.engine.beam_search import BeamSearchParams
     from llmkit.engine.llm import LLM
     from llmkit.engine.protocol import EngineProtocol, ModelInfo
     from llmkit.engine.request_stream import RequestStream

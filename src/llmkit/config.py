@@ -15,6 +15,7 @@ _QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 # vLLM V1's default: as many as fit in the context.
 _DEFAULT_IMAGE_LIMIT = 999
+_SPEC_DEFAULTS = {"num_speculative_tokens": 4, "prompt_lookup_max": 5, "prompt_lookup_min": 1}
 
 
 @dataclass
@@ -210,6 +211,14 @@ class EngineConfig:
         },
     )
 
+    speculative_config: dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            "help": 'speculative decoding, as JSON like vLLM\'s: {"method": "ngram", '
+            '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}'
+        },
+    )
+
     def __post_init__(self) -> None:
         if not self.model:
             raise ValueError("model must be a model directory or a known model name, got ''")
@@ -268,6 +277,9 @@ class EngineConfig:
                 _choice("limit_mm_per_prompt's modality", modality, _MODALITIES)
                 _at_least(f"limit_mm_per_prompt[{modality!r}]", limit, 0)
 
+        if self.speculative_config is not None:
+            self.speculative_config = _speculative(self.speculative_config)
+
     @property
     def image_limit(self) -> int:
         """The most images one prompt may hold."""
@@ -281,6 +293,24 @@ class EngineConfig:
         if unknown:
             raise TypeError(f"unknown EngineConfig field(s): {', '.join(unknown)}")
         return cls(model=model, **kwargs)
+
+
+def _speculative(spec: object) -> dict[str, Any]:
+    """vLLM's n-gram settings checked, with its defaults filled in (lookup from 5 down to 1)."""
+    if not isinstance(spec, dict):
+        raise ValueError(
+            f'speculative_config must be a mapping like {{"method": "ngram"}}, not {spec!r}'
+        )
+    unknown = sorted(set(spec) - {"method", *_SPEC_DEFAULTS})
+    if unknown:
+        raise ValueError(f"speculative_config has unknown field(s): {', '.join(unknown)}")
+    _choice("speculative_config's method", spec.get("method"), ("ngram",))
+    out = {"method": "ngram", **_SPEC_DEFAULTS, **spec}
+    for name in _SPEC_DEFAULTS:
+        _at_least(f"speculative_config's {name}", out[name], 1)
+    if out["prompt_lookup_min"] > out["prompt_lookup_max"]:
+        raise ValueError("speculative_config's prompt_lookup_min must be <= prompt_lookup_max")
+    return out
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -35,6 +35,17 @@ class CompletionOutput:
 
 
 @dataclass
+class SpecDecodeCounts:
+    """Speculative decoding for one request: steps that checked proposals (``num_drafts``),
+    tokens proposed, proposals the model accepted, and tokens those steps emitted."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_emitted_tokens: int = 0
+
+
+@dataclass
 class RequestOutput:
     """The state of one generation request, as streamed or at its end."""
 
@@ -45,6 +56,7 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool
     num_cached_tokens: int = 0
+    spec_decode: SpecDecodeCounts | None = None  # set when speculative decoding is on
 
 
 @dataclass

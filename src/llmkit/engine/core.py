@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from llmkit.engine.sched.scheduler import Scheduler, SchedulerOutput
 from llmkit.engine.sched.step_rows import plan_rows
 from llmkit.engine.sched.stop import check_stop
 from llmkit.engine.seq_state import SeqState
+from llmkit.engine.speculative import SpeculativeDecoder
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
@@ -58,6 +60,7 @@ class EngineCore:
         self.loras = LoRAStore(self.runner.lora.layout if self.runner.lora else None)
         self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
         self.encoder = EncoderCache(self.runner.embed_images)
+        self.spec = SpeculativeDecoder(config.speculative_config, self.max_model_len)
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, SeqState] = {}
         self._steps = self._generated_tokens = self._prompt_tokens = self._preemptions = 0
@@ -132,6 +135,7 @@ class EngineCore:
             prompt_tokens=self._prompt_tokens,
             steps=self._steps,
             num_preemptions=self._preemptions,
+            **{f"spec_{k}": v for k, v in dataclasses.asdict(self.spec.totals).items()},
             **self.queue.stats_fields(),
         )
 
@@ -140,6 +144,7 @@ class EngineCore:
     def step(self) -> list[RequestState]:
         """Run one step; returns the states that have something new to read."""
         touched = self._expire_waiting()
+        self.spec.propose(self.scheduler.running)
         sched = self.scheduler.schedule()
         self._preemptions += len(sched.preempted)
         if sched:
@@ -167,7 +172,7 @@ class EngineCore:
         seqs = self.encoder.seq_inputs(sched.requests, sched.num_new_tokens, self.allocator)
         for req, seq_input in zip(sched.requests, seqs):
             seq_input.lora = self._seqs[req].lora
-        hidden = self.runner.execute(seqs)
+        hidden = self.runner.execute(self.spec.expand(sched.requests, seqs))
         plan = plan_rows(sched, self._reported_prompt_logprobs)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None
         touched: dict[str, RequestState] = {}
@@ -178,14 +183,17 @@ class EngineCore:
         self.scheduler.advance(sched)
         if plan.sample:
             assert logits is not None
-            rows = [self._seqs[req].sampling_row(req) for req, _ in plan.sample]
-            tokens = self.sampler(logits[[row for _, row in plan.sample]], rows)
-            for (req, _), token in zip(plan.sample, tokens):
+            batch = self.spec.sample_batch(plan.sample, self._seqs)
+            tokens = self.sampler(logits[batch.logit_rows], batch.rows, batch.drafts)
+            for (req, _), (a, b) in zip(plan.sample, batch.spans):
                 seq = self._seqs.get(req)
                 if seq is None:  # a sibling's failure ended the whole request
                     continue
                 with self._isolated(req, touched):
-                    self._append_token(req, token)
+                    for token in self.spec.verify(req, tokens[a:b], self.scheduler, seq.state):
+                        self._append_token(req, token)
+                        if req.is_finished:  # the rest would run past its stop
+                            break
                 touched[seq.state.request_id] = seq.state
         if plan.pool:
             for state in self._pool(plan.pool, hidden):

@@ -9,6 +9,7 @@ from typing import Any, cast
 from tqdm.auto import tqdm
 
 from llmkit.config import EngineConfig
+from llmkit.engine.beam_search import BeamSearchOutput, BeamSearchParams, beam_search
 from llmkit.engine.core import EngineCore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
@@ -84,6 +85,23 @@ class LLM:
         return self._run(
             prompts, params, use_tqdm, _broadcast(lora_request, len(prompts), "lora_request")
         )
+
+    def beam_search(
+        self,
+        prompts: PromptType | Sequence[PromptType],
+        params: BeamSearchParams,
+        lora_request: LoRARequest | None = None,
+        use_tqdm: bool = False,
+    ) -> list[BeamSearchOutput]:
+        """vLLM's beam search: the best ``params.beam_width`` sequences of each prompt
+        (see :mod:`llmkit.engine.beam_search` for how they are ranked)."""
+        ids = [self._processor.tokenize(p)["prompt_token_ids"] for p in _as_list(prompts)]
+        tok = self._core.tokenizer
+
+        def generate(batch: list[list[int]], step: SamplingParams) -> list[RequestOutput]:
+            return self.generate(batch, step, use_tqdm=False, lora_request=lora_request)
+
+        return beam_search(generate, ids, params, tok.eos_token_id, tok.decode)
 
     def chat(
         self,

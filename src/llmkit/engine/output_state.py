@@ -7,6 +7,7 @@ reader never makes the core queue anything.
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from llmkit.outputs import (
     EmbeddingRequestOutput,
     PositionLogprobs,
     RequestOutput,
+    SpecDecodeCounts,
 )
 from llmkit.sampling_params import RequestOutputKind
 
@@ -69,6 +71,7 @@ class RequestState:
         self.pooling = pooling
         self.embedding: list[float] | None = None
         self.num_cached_tokens = 0
+        self.spec_decode: SpecDecodeCounts | None = None
         self.error: str | None = None
         self.failure: LLMKitError | None = None  # what to raise for ``error``, if not the default
         self._sent_prompt_logprobs = False
@@ -123,6 +126,7 @@ class RequestState:
                 outputs=outputs,
                 finished=finished,
                 num_cached_tokens=self.num_cached_tokens,
+                spec_decode=copy.copy(self.spec_decode),
             )
 
 

@@ -27,3 +27,8 @@ class EngineStats:
     queue_wait_count: int = 0
     queue_wait_sum: float = 0.0
     queue_wait_buckets: tuple[int, ...] = field(default_factory=tuple)
+    # Speculative decoding's totals: checked steps, proposed, accepted and emitted tokens.
+    spec_num_drafts: int = 0
+    spec_num_draft_tokens: int = 0
+    spec_num_accepted_tokens: int = 0
+    spec_num_emitted_tokens: int = 0

@@ -42,7 +42,17 @@ class Sampler:
         self._generator.manual_seed(seed)
 
     @torch.inference_mode()
-    def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> list[SampledToken]:
+    def __call__(
+        self,
+        logits: torch.Tensor,
+        rows: list[SamplingRow],
+        drafts: list[int | None] | None = None,
+    ) -> list[SampledToken]:
+        """One token per row. ``drafts``: a proposed token per row (speculative decoding) that
+        a sampled row keeps with its probability, else replaces by a draw from the rest of
+        its distribution: the token drawn still follows the row's distribution, and it
+        equals the proposal exactly when the proposal is accepted (greedy: when it is the
+        argmax)."""
         logits = logits.float()
         want_logprobs = [r.params.logprobs is not None for r in rows]
         raw = torch.log_softmax(logits, dim=-1) if any(want_logprobs) else None
@@ -54,7 +64,7 @@ class Sampler:
         tokens = logits.argmax(dim=-1)
         greedy = [r.params.greedy for r in rows]
         if not all(greedy):
-            sampled = self._sample(logits, rows)
+            sampled = self._sample(logits, rows, drafts)
             tokens = torch.where(torch.tensor(greedy, device=self.device), tokens, sampled)
 
         lp = self._logprobs(raw, tokens, rows) if raw is not None else [None] * len(rows)
@@ -115,7 +125,9 @@ class Sampler:
         sub = sub - freq * out_counts - pres * (out_counts > 0).float()
         logits[idx] = sub
 
-    def _sample(self, logits: torch.Tensor, rows: list[SamplingRow]) -> torch.Tensor:
+    def _sample(
+        self, logits: torch.Tensor, rows: list[SamplingRow], drafts: list[int | None] | None
+    ) -> torch.Tensor:
         dev = self.device
         temps = torch.tensor([max(r.params.temperature, 1e-5) for r in rows], device=dev)
         logits = logits / temps[:, None]
@@ -132,11 +144,38 @@ class Sampler:
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
         # batch it happens to share.
+        accepted = proposed = None
+        if drafts is not None and any(d is not None for d in drafts):
+            accepted, probs = self._check_drafts(probs, rows, drafts)
+            proposed = torch.tensor(_drafts_or_zero(drafts), device=dev)
         q = torch.empty_like(probs).exponential_(generator=self._generator)
         for i, r in enumerate(rows):
             if r.generator is not None:
                 q[i].exponential_(generator=r.generator)
-        return (probs / q).argmax(dim=-1)
+        tokens = (probs / q).argmax(dim=-1)
+        if accepted is None or proposed is None:
+            return tokens
+        return torch.where(accepted, proposed, tokens)
+
+    def _check_drafts(
+        self, probs: torch.Tensor, rows: list[SamplingRow], drafts: list[int | None]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rejection sampling against a one-hot draft (n-gram proposals): accept proposal d
+        with probability p(d); a rejected row samples from p with d removed, renormalized
+        (the exponential race needs no renormalizing), so every row still draws from p."""
+        dev = self.device
+        u = torch.rand(len(rows), generator=self._generator, device=dev)
+        for i, r in enumerate(rows):
+            if r.generator is not None and drafts[i] is not None:
+                u[i] = torch.rand((), generator=r.generator, device=dev)
+        has = torch.tensor([d is not None for d in drafts], device=dev)
+        d = torch.tensor(_drafts_or_zero(drafts), device=dev)
+        p_d = probs.gather(1, d[:, None])[:, 0]
+        accepted = has & (u < p_d)
+        rejected = has & ~accepted & (p_d < 1.0)
+        probs = probs.clone()
+        probs[rejected, d[rejected]] = 0.0
+        return accepted, probs
 
     def _logprobs(
         self, raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]
@@ -154,6 +193,10 @@ class Sampler:
         """Each prompt position's actual next token and the top ``k``, from raw logits."""
         raw = torch.log_softmax(logits.float(), dim=-1)
         return _ranked(raw, torch.tensor(targets, device=raw.device), k)
+
+
+def _drafts_or_zero(drafts: list[int | None]) -> list[int]:
+    return [0 if d is None else d for d in drafts]
 
 
 def _ranked(raw: torch.Tensor, tokens: torch.Tensor, k: int) -> list[list[tuple[int, float, int]]]:

@@ -103,6 +103,12 @@ class _EngineCollector(Collector):
             "Requests admitted but not yet run (what max_queued_requests limits).",
             value=s.num_queued,
         )
+        for name, value, text in (
+            ("num_drafts", s.spec_num_drafts, "Steps that checked speculative proposals."),
+            ("num_draft_tokens", s.spec_num_draft_tokens, "Speculative tokens proposed."),
+            ("num_accepted_tokens", s.spec_num_accepted_tokens, "Proposed tokens accepted."),
+        ):
+            yield CounterMetricFamily(f"llmkit:spec_decode_{name}", text, value=value)
         if s.queue_wait_buckets:
             bounds = [*map(str, QUEUE_WAIT_BUCKETS), "+Inf"]
             yield HistogramMetricFamily(

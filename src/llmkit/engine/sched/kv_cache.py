@@ -124,6 +124,20 @@ class BlockAllocator:
                     # Nothing to find in it: reuse it before any cached block.
                     self._free.move_to_end(block, last=False)
 
+    def trim(self, request: Request, num_tokens: int) -> None:
+        """Give back ``request``'s blocks past its first ``num_tokens`` tokens (rejected
+        speculative tokens: never named, as only known tokens are hashed)."""
+        owned = self._owned.get(request)
+        keep = -(-num_tokens // self.block_size)
+        if not owned or len(owned) <= keep:
+            return
+        for block in reversed(owned[keep:]):
+            self._ref_cnt[block] -= 1
+            if self._ref_cnt[block] == 0:
+                self._free[block] = None
+                self._free.move_to_end(block, last=False)
+        del owned[keep:]
+
     def forget(self, request: Request) -> None:
         """Free the request and unname its blocks that nobody else holds (their KV is suspect)."""
         blocks = self._owned.get(request, [])

@@ -89,6 +89,8 @@ class Request:
     num_preemptions: int = 0
     stop_reason: int | str | None = None
     block_hashes: list[bytes] = field(default_factory=list)
+    # Speculative decoding: the tokens proposed to follow this step's (checked in its forward).
+    spec_token_ids: list[int] = field(default_factory=list)
     arrival_seq: int = field(default_factory=lambda: next(_arrival_order))
 
     def __post_init__(self) -> None:
@@ -112,6 +114,10 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        return self.num_tokens + len(self.spec_token_ids)
 
     @property
     def num_output_tokens(self) -> int:

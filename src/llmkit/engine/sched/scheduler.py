@@ -99,9 +99,16 @@ class Scheduler:
         sampling = []
         for req, n in zip(out.requests, out.num_new_tokens):
             req.num_computed_tokens += n
-            if not req.is_pooling and req.num_computed_tokens == req.num_tokens:
+            if not req.is_pooling and req.num_computed_tokens == req.num_tokens_with_spec:
                 sampling.append(req)
         return sampling
+
+    def reject_drafts(self, request: Request, num_rejected: int) -> None:
+        """Forget the KV of ``request``'s last ``num_rejected`` proposals, which the model
+        refused, and give back the blocks that held only them."""
+        request.spec_token_ids.clear()
+        request.num_computed_tokens -= num_rejected
+        self.allocator.trim(request, request.num_computed_tokens)
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
@@ -112,11 +119,17 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            num_new = min(req.num_tokens - req.num_computed_tokens, budget)
+            num_new = min(req.num_tokens_with_spec - req.num_computed_tokens, budget)
+            # Proposals past the budget are dropped; the ones that fit are still checked.
+            del req.spec_token_ids[max(num_new - req.num_tokens + req.num_computed_tokens, 0) :]
             if num_new <= 0 or not self._lora_fits(req, loras):
                 i += 1
                 continue
             while not self._reserve(req, num_new):
+                if req.spec_token_ids:  # proposals are never worth a preemption
+                    num_new -= len(req.spec_token_ids)
+                    req.spec_token_ids.clear()
+                    continue
                 victim = max(self.running, key=Request.sort_key)
                 budget += self._preempt(victim, out, scheduled)
                 if victim is req:
@@ -194,6 +207,7 @@ class Scheduler:
             self.allocator.forget(victim)
         else:
             self.allocator.free(victim)
+        victim.spec_token_ids.clear()
         victim.set_status(RequestStatus.PREEMPTED)
         victim.num_computed_tokens = 0
         victim.num_preemptions += 1

@@ -14,7 +14,8 @@ class StepRows:
     """The hidden rows that need logits (``rows``), and what each group of them is for."""
 
     rows: list[int] = field(default_factory=list)
-    sample: list[tuple[Request, int]] = field(default_factory=list)  # request, logit row
+    # request, its first logit row (1 + its proposals' count rows)
+    sample: list[tuple[Request, int]] = field(default_factory=list)
     # request, first prompt position, first logit row, number of positions
     prompt_logprobs: list[tuple[Request, int, int, int]] = field(default_factory=list)
     pool: list[tuple[Request, int, int]] = field(default_factory=list)  # request, row, count
@@ -43,8 +44,10 @@ def plan_rows(sched: SchedulerOutput, reported: Callable[[Request], int | None])
             if last > first:
                 plan.prompt_logprobs.append((req, first, len(plan.rows), last - first))
                 plan.rows.extend(range(offset + first - start, offset + last - start))
-        if start + n == req.num_tokens:
+        if start + n == req.num_tokens_with_spec:
+            # With k proposals, k + 1 rows: each proposal's check, then the token after all.
+            k = len(req.spec_token_ids)
             plan.sample.append((req, len(plan.rows)))
-            plan.rows.append(offset + n - 1)
+            plan.rows.extend(range(offset + n - 1 - k, offset + n))
         offset += n
     return plan
