@@ -190,6 +190,23 @@ async def test_model_server_info_health_and_tokenizer(stub, tiny_model):
     assert {"tokenizer.json", "tokenizer_config.json", "config.json"} <= set(names)
 
 
+async def test_flush_cache_drops_the_cached_prefixes(stub):
+    engine, client = stub
+    prompt = list(range(5, 69))  # four full blocks of 16
+
+    async def hit_tokens_of_one_more_run() -> float:
+        before = engine.stats().prefix_cache_hit_rate
+        await client.Generate(request(prompt, max_tokens=1)).read()
+        await settled(engine)
+        return engine.stats().prefix_cache_hit_rate - before
+
+    await hit_tokens_of_one_more_run()
+    assert await hit_tokens_of_one_more_run() > 0  # the second run finds the prefix
+    flushed = await client.FlushCache(common_pb2.FlushCacheRequest())
+    assert flushed.success
+    assert await hit_tokens_of_one_more_run() < 0  # found nothing: the rate falls
+
+
 async def test_api_keys_are_checked_on_the_metadata(tiny_model):
     async with (
         AsyncEngine(EngineConfig(tiny_model, max_model_len=64)) as engine,

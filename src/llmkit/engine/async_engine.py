@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from concurrent.futures import Future
 from typing import Any
 
 import anyio
@@ -124,6 +125,23 @@ class AsyncEngine(EngineFrontend):
     async def remove_lora(self, lora_id: int) -> bool:
         """Forget an adapter; requests already running with it finish with it."""
         return self._core.loras.remove(lora_id)
+
+    async def reset_prefix_cache(self) -> bool:
+        """Forget the cached prompt prefixes, between two steps of the core thread."""
+        done: Future[int] = Future()
+
+        def reset(core: EngineCore) -> None:
+            try:
+                done.set_result(core.allocator.reset_prefix_cache())
+            except BaseException as exc:  # the caller hears of it, not only the log
+                done.set_exception(exc)
+                raise
+
+        self._commands.submit(reset)
+        # A core that stopped runs no command: the wait ends rather than hangs.
+        forgotten = await anyio.to_thread.run_sync(lambda: done.result(timeout=30))
+        logger.info("prefix cache reset: %d cached blocks forgotten", forgotten)
+        return True
 
     def _start(
         self,

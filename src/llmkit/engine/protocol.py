@@ -179,6 +179,11 @@ class EngineProtocol(Protocol):
         """Forget an adapter (requests already running with it finish); False if unknown."""
         ...
 
+    async def reset_prefix_cache(self) -> bool:
+        """Forget the cached prompt prefixes (blocks no running request holds); False where
+        this engine cannot (an engine over the unix socket has no command for it)."""
+        ...
+
     def stats(self) -> EngineStats: ...
 
     def check_admission(self) -> None:

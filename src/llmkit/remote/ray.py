@@ -150,6 +150,11 @@ class ReplicaGroup(EngineFrontend):
         removed = [self.actors[i].remove_lora.remote(lora_id) for i in self._alive]
         return any(await asyncio.gather(*removed))
 
+    async def reset_prefix_cache(self) -> bool:
+        """Reset every live replica's cache; True if all did."""
+        done = [self.actors[i].reset_prefix_cache.remote() for i in self._alive]
+        return all(await asyncio.gather(*done))
+
     def _start(
         self,
         prompt: PromptType,

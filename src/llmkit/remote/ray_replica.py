@@ -54,6 +54,9 @@ class Replica:
     async def remove_lora(self, lora_id: int) -> bool:
         return await self.engine.remove_lora(lora_id)
 
+    async def reset_prefix_cache(self) -> bool:
+        return await self.engine.reset_prefix_cache()
+
     async def abort(self, request_id: str) -> None:
         await self.engine.abort(request_id)
 

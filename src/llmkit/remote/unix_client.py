@@ -163,6 +163,10 @@ class EngineClient(EngineFrontend):
         """False: this client never adds an adapter."""
         return False
 
+    async def reset_prefix_cache(self) -> bool:
+        """False: the socket has no command for it (the engine's own process can)."""
+        return False
+
     async def abort(self, request_id: str) -> None:
         """Abort a request; its reader gets a final output with finish reason "abort"."""
         wire_id = self._wire_ids.get(request_id)

@@ -115,6 +115,13 @@ class VllmEngineService(pb_grpc.VllmEngineServicer):
             await self.engine.abort(request_id)
         return pb.AbortResponse()
 
+    async def FlushCache(self, request: Any, context: Any) -> Any:
+        """Drop the prefix cache (blocks no running request holds)."""
+        await self._check_open(context)
+        done = await self.engine.reset_prefix_cache()
+        why = "" if done else "this engine cannot reset its prefix cache from here"
+        return common_pb2.FlushCacheResponse(success=done, message=why)
+
     async def HealthCheck(self, request: Any, context: Any) -> Any:
         if self.state.draining:
             return pb.HealthCheckResponse(healthy=False, message="draining")

@@ -100,6 +100,19 @@ def test_forget_unnames_blocks_whose_kv_is_suspect():
     assert alloc.num_free_blocks == 4
 
 
+def test_reset_prefix_cache_forgets_free_blocks_and_keeps_those_in_use():
+    alloc = BlockAllocator(num_blocks=8, block_size=2)
+    kept, freed = _req([1, 2, 3, 4, 5], "kept"), _req([6, 7, 8, 9, 1], "freed")
+    alloc.allocate(kept, 5)
+    alloc.allocate(freed, 5)
+    alloc.free(freed)
+    assert alloc.reset_prefix_cache() == 2  # freed's two full blocks
+    assert alloc.find_cached(_req([6, 7, 8, 9, 1], "x")) == []
+    assert len(alloc.find_cached(_req([1, 2, 3, 4, 5], "y"))) == 2  # still held by kept
+    alloc.free(kept)
+    assert alloc.num_free_blocks == 8
+
+
 def test_random_mix_returns_every_block():
     rng = random.Random(0)
     alloc = BlockAllocator(num_blocks=64, block_size=4)

@@ -146,6 +146,15 @@ class BlockAllocator:
             if self._ref_cnt[block] == 0:
                 self._unname(block)
 
+    def reset_prefix_cache(self) -> int:
+        """Forget the prefix of every block no request holds (vLLM's ``reset_prefix_cache``:
+        later prompts recompute what they would have found); blocks in use keep theirs, so a
+        live request's named blocks stay a prefix of its blocks. Returns how many."""
+        named = [block for block in self._free if self._hash[block] is not None]
+        for block in named:
+            self._unname(block)
+        return len(named)
+
     def _take_free(self) -> int:
         block, _ = self._free.popitem(last=False)
         self._unname(block)
