@@ -131,5 +131,6 @@ def test_the_client_raises_its_own_errors(claude, server):
     with pytest.raises(anthropic.NotFoundError):
         claude.messages.create(model="claude-sonnet-4", max_tokens=5, messages=ASK)
     wrong = anthropic.Anthropic(base_url=server.url, api_key="wrong", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError):
+    with pytest.raises(anthropic.AuthenticationError) as refused:
         wrong.messages.create(model=MODEL, max_tokens=5, messages=ASK)
+    assert refused.value.body["error"]["type"] == "authentication_error"  # Anthropic's shape

@@ -146,6 +146,7 @@ class RateLimitMiddleware:
         auth = header(scope, b"authorization") or ""
         client = scope.get("client")
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else f"addr:{client and client[0]}"
+        key = header(scope, b"x-api-key") or key  # Anthropic's clients send their key so
         state = self._state(key, self._clock())
         if scope["method"] != "POST":
             await self._with_headers(scope, receive, send, state)

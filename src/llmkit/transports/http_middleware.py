@@ -14,7 +14,10 @@ import uuid
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.errors import OpenAIError
+
+ANTHROPIC_PATHS = "/v1/messages"  # and /v1/messages/count_tokens
 
 access_logger = logging.getLogger("llmkit.http.access")
 
@@ -203,7 +206,10 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         error = ApiKeys.refusal(header(scope, b"authorization"))
-        body = error.body().model_dump_json().encode()
+        if route_path(scope).startswith(ANTHROPIC_PATHS):  # its clients read their own shape
+            body = anthropic_error(error).model_dump_json().encode()
+        else:
+            body = error.body().model_dump_json().encode()
         await send(
             {
                 "type": "http.response.start",
