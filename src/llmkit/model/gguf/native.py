@@ -79,9 +79,9 @@ def default_native(
     elif tp_size > 1:
         why = "its quantized layers do not work with tensor parallelism yet"
     else:
-        plan = _plan(table, {**_W4A8, **_Q8}, with_embedding=True)
-        widened = sorted({table.tensors[n].type for n in table.tensors} - {"F32", "F16"})
-        widened = [t for t in widened if t not in _W4A8 and t not in _Q8]
+        kinds = {**_W4A8, **_Q8}
+        plan = _plan(table, kinds, with_embedding=True)
+        widened = sorted({t.type for t in table.tensors.values()} - {"F32", "F16", *kinds})
         logger.info(
             "GGUF %s: %d of %d tensors load as they are (Q4_0/Q4_1 as w4a8, Q8_0 as q8), "
             "the rest dequantized%s; dtype='float32' loads all dequantized",
