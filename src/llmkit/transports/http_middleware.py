@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.errors import OpenAIError
 
-ANTHROPIC_PATHS = "/v1/messages"  # and /v1/messages/count_tokens
+ANTHROPIC_PREFIX = "/v1/messages"  # and /v1/messages/count_tokens
 
 access_logger = logging.getLogger("llmkit.http.access")
 
@@ -206,7 +206,7 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         error = ApiKeys.refusal(header(scope, b"authorization"))
-        if route_path(scope).startswith(ANTHROPIC_PATHS):  # its clients read their own shape
+        if route_path(scope).startswith(ANTHROPIC_PREFIX):  # its clients read their own shape
             body = anthropic_error(error).model_dump_json().encode()
         else:
             body = error.body().model_dump_json().encode()
