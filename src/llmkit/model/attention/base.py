@@ -33,6 +33,29 @@ class AttentionMetadata:
     def num_reqs(self) -> int:
         return len(self.seq_lens_host)
 
+    def select(self, reqs: list[int]) -> tuple[AttentionMetadata, torch.Tensor]:
+        """The layout of requests ``reqs`` alone, and their query rows in this one (int64)."""
+        starts = self.query_start_loc_host
+        spans = [range(starts[i], starts[i + 1]) for i in reqs]
+        device = self.query_start_loc.device
+        rows = torch.tensor([r for span in spans for r in span], dtype=torch.int64, device=device)
+        sub_starts = [0]
+        for span in spans:
+            sub_starts.append(sub_starts[-1] + len(span))
+        index = torch.tensor(reqs, dtype=torch.int64, device=device)
+        seq_lens = [self.seq_lens_host[i] for i in reqs]
+        meta = AttentionMetadata(
+            query_start_loc=torch.tensor(sub_starts, dtype=torch.int32, device=device),
+            seq_lens=self.seq_lens[index],
+            block_tables=self.block_tables[index],
+            slot_mapping=self.slot_mapping[rows],
+            max_query_len=max((len(span) for span in spans), default=0),
+            max_seq_len=max(seq_lens, default=0),
+            query_start_loc_host=sub_starts,
+            seq_lens_host=seq_lens,
+        )
+        return meta, rows
+
 
 class AttentionBackend(ABC):
     """Writes a step's K/V into the paged cache and computes causal attention through it.

@@ -18,6 +18,7 @@ from llmkit.model.layers.parallel_linear import (
 )
 from llmkit.model.layers.rotary import Rope, RotaryEmbedding, apply_rope
 from llmkit.model.layers.vocab_parallel import ParallelLMHead, VocabParallelEmbedding
+from llmkit.model.models.llama_fused import FusedDecode
 from llmkit.model.parallel import SINGLE, TensorParallel
 from llmkit.model.weights import Weight, check_all_loaded, copy_weight
 
@@ -117,6 +118,7 @@ class LlamaModel(nn.Module):
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = RotaryEmbedding(cfg, cfg.max_position_embeddings)
+        self.fused_decode = FusedDecode(tp.size)  # all layers in one C call where they fit
 
     def forward(
         self,
@@ -126,10 +128,15 @@ class LlamaModel(nn.Module):
     ) -> torch.Tensor:
         """``inputs_embeds``: the input rows when they are not only token embeddings (images)."""
         x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        fused = None if inputs_embeds is not None else self.fused_decode(self, x, ctx)
+        return self.norm(self.run_layers(x, ctx) if fused is None else fused)
+
+    def run_layers(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        """Every layer as a module, on the step's input rows ``x``."""
         rope = self.rotary(ctx.positions)
         for layer in self.layers:
             x = layer(x, ctx, rope)
-        return self.norm(x)
+        return x
 
 
 class LlamaForCausalLM(nn.Module):

@@ -1,0 +1,224 @@
+/* Every layer of a llama-family decoder's decode step in one call, for w4a8 weights.
+ *
+ * At one stream a 30-layer model spends as long in the torch ops and module calls between
+ * its matmuls (norms, RoPE, the KV write, SwiGLU, residuals: ~35 ops a layer, each a few
+ * microseconds of dispatch on a row of 576 floats) as in the matmuls. Here the whole stack
+ * runs in one OpenMP region: per layer RMSNorm, the fused QKV matmul (+ bias), RoPE, the KV
+ * write, attention over the paged cache, the output matmul and residual, RMSNorm, gate/up,
+ * SiLU-and-mul and down and residual, with barriers between the phases. Rows (phases that
+ * work on a token) are split the same way in every phase, so a thread reads back only rows
+ * it wrote itself between barriers; matmuls split their output tiles; attention splits
+ * (row, query head) pairs. The matmuls are w4a8.c's (included: its Job, quantize_rows and
+ * gemm_tiles), so their numbers are the separate layer's.
+ *
+ * The rows are M one-token requests: row m is request m of the block tables (decode steps;
+ * speculative proposals are rows of their own). All KV writes of a layer land before any of
+ * its attention reads, so a row sees the rows of its request before it. Called by
+ * model/models/llama_fused.py, which checks the layers fit (w4a8, float32, one rank).
+ */
+#include "w4a8.c"
+
+typedef struct {
+    const uint8_t *w;
+    const uint16_t *scale, *min;
+    const float *bias; /* or NULL */
+    int64_t K, Kp, N, G;
+} Linear;
+
+typedef struct {
+    const float *norm1, *norm2; /* input_layernorm, post_attention_layernorm */
+    Linear qkv, o, gate_up, down;
+    float *k_cache, *v_cache; /* [blocks, block_size, kv_heads, head_dim] */
+} Layer;
+
+typedef struct {
+    int64_t layers, hidden, heads, kv_heads, head_dim, inter, block_size;
+    float eps, scale;
+    const float *cos, *sin; /* [positions, head_dim], the sine negated on the first half */
+    const Layer *layer;
+} Model;
+
+typedef struct { /* scratch for one call, M rows */
+    float *xn, *qkv, *attn, *out, *gu;
+    int8_t *q;
+    float *xscale, *xsum, *scores;
+    int64_t score_stride;
+} Work;
+
+static inline Job job_for(const Linear *lin, const float *x, float *out, const Work *w, int64_t M) {
+    return (Job){x, lin->w, lin->scale, lin->min, out, w->q, w->xscale, w->xsum,
+                 M, lin->K, lin->Kp, lin->N, lin->G};
+}
+
+static void rms_norm(const float *x, const float *weight, float *out, int64_t n, float eps) {
+    float sum = 0.f;
+    for (int64_t i = 0; i < n; i++) sum += x[i] * x[i];
+    const float inv = 1.f / sqrtf(sum / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv * weight[i];
+}
+
+static void add_bias(float *row, const float *bias, int64_t n) {
+    if (bias != NULL)
+        for (int64_t i = 0; i < n; i++) row[i] += bias[i];
+}
+
+/* x * cos + roll(x, D / 2) * sin, in place, for `heads` heads of D. */
+static void rope(float *x, int64_t heads, int64_t D, const float *cos, const float *sin) {
+    const int64_t half = D / 2;
+    float t[512];
+    for (int64_t h = 0; h < heads; h++) {
+        float *v = x + h * D;
+        memcpy(t, v, sizeof(float) * (size_t)D);
+        for (int64_t d = 0; d < half; d++) v[d] = t[d] * cos[d] + t[d + half] * sin[d];
+        for (int64_t d = half; d < D; d++) v[d] = t[d] * cos[d] + t[d - half] * sin[d];
+    }
+}
+
+/* One query head of one row over its request's paged context. */
+static void attend(const Model *mdl, const Layer *L, const float *q, float *out, float *s,
+                   const int32_t *table, int64_t len, int64_t hk) {
+    const int64_t D = mdl->head_dim, BS = mdl->block_size, stride = mdl->kv_heads * D;
+    float top = -INFINITY, sum = 0.f;
+    for (int64_t t = 0; t < len; t++) {
+        const float *k = L->k_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride + hk * D;
+        float dot = 0.f;
+        for (int64_t d = 0; d < D; d++) dot += q[d] * k[d];
+        s[t] = dot * mdl->scale;
+        top = s[t] > top ? s[t] : top;
+    }
+    for (int64_t t = 0; t < len; t++) {
+        s[t] = expf(s[t] - top);
+        sum += s[t];
+    }
+    memset(out, 0, sizeof(float) * (size_t)D);
+    for (int64_t t = 0; t < len; t++) {
+        const float *v = L->v_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride + hk * D;
+        const float p = s[t];
+        for (int64_t d = 0; d < D; d++) out[d] += p * v[d];
+    }
+    const float inv = 1.f / sum;
+    for (int64_t d = 0; d < D; d++) out[d] *= inv;
+}
+
+static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t *positions,
+                       const int64_t *slots, const int32_t *tables, const int32_t *seq_lens,
+                       int64_t M, int64_t width, const Work *w, int64_t i, int64_t n) {
+    const int64_t H = mdl->hidden, D = mdl->head_dim, NH = mdl->heads, NKV = mdl->kv_heads;
+    const int64_t I = mdl->inter, m0 = M * i / n, m1 = M * (i + 1) / n;
+    const int64_t qkv_n = L->qkv.N, attn_n = NH * D;
+    float *score = w->scores + i * w->score_stride;
+
+    Job qkv = job_for(&L->qkv, w->xn, w->qkv, w, M);
+    for (int64_t m = m0; m < m1; m++) rms_norm(x + m * H, L->norm1, w->xn + m * H, H, mdl->eps);
+    quantize_rows(&qkv, m0, m1);
+#pragma omp barrier
+    const int64_t qkv_tiles = (qkv_n + 7) / 8;
+    gemm_tiles(&qkv, qkv_tiles * i / n, qkv_tiles * (i + 1) / n);
+#pragma omp barrier
+    for (int64_t m = m0; m < m1; m++) {
+        float *row = w->qkv + m * qkv_n;
+        add_bias(row, L->qkv.bias, qkv_n);
+        const float *c = mdl->cos + positions[m] * D, *s = mdl->sin + positions[m] * D;
+        rope(row, NH + NKV, D, c, s); /* q and k heads side by side */
+        if (slots[m] >= 0) {
+            const int64_t at = slots[m] * NKV * D;
+            memcpy(L->k_cache + at, row + attn_n, sizeof(float) * (size_t)(NKV * D));
+            memcpy(L->v_cache + at, row + attn_n + NKV * D, sizeof(float) * (size_t)(NKV * D));
+        }
+    }
+#pragma omp barrier
+    for (int64_t j = M * NH * i / n; j < M * NH * (i + 1) / n; j++) {
+        const int64_t m = j / NH, hq = j % NH;
+        attend(mdl, L, w->qkv + m * qkv_n + hq * D, w->attn + m * attn_n + hq * D, score,
+               tables + m * width, seq_lens[m], hq / (NH / NKV));
+    }
+#pragma omp barrier
+    Job o = job_for(&L->o, w->attn, w->out, w, M);
+    quantize_rows(&o, m0, m1);
+#pragma omp barrier
+    const int64_t h_tiles = (H + 7) / 8;
+    gemm_tiles(&o, h_tiles * i / n, h_tiles * (i + 1) / n);
+#pragma omp barrier
+    Job gate_up = job_for(&L->gate_up, w->xn, w->gu, w, M);
+    for (int64_t m = m0; m < m1; m++) {
+        float *xr = x + m * H, *orow = w->out + m * H;
+        add_bias(orow, L->o.bias, H);
+        for (int64_t k = 0; k < H; k++) xr[k] += orow[k];
+        rms_norm(xr, L->norm2, w->xn + m * H, H, mdl->eps);
+    }
+    quantize_rows(&gate_up, m0, m1);
+#pragma omp barrier
+    const int64_t gu_tiles = (2 * I + 7) / 8;
+    gemm_tiles(&gate_up, gu_tiles * i / n, gu_tiles * (i + 1) / n);
+#pragma omp barrier
+    Job down = job_for(&L->down, w->xn, w->out, w, M);
+    for (int64_t m = m0; m < m1; m++) {
+        const float *g = w->gu + m * 2 * I, *u = g + I;
+        float *a = w->xn + m * I;
+        for (int64_t k = 0; k < I; k++) a[k] = g[k] / (1.f + expf(-g[k])) * u[k];
+    }
+    quantize_rows(&down, m0, m1);
+#pragma omp barrier
+    gemm_tiles(&down, h_tiles * i / n, h_tiles * (i + 1) / n);
+#pragma omp barrier
+    for (int64_t m = m0; m < m1; m++) {
+        float *xr = x + m * H, *orow = w->out + m * H;
+        add_bias(orow, L->down.bias, H);
+        for (int64_t k = 0; k < H; k++) xr[k] += orow[k];
+    }
+    /* The next layer's first phase reads only these rows: no barrier needed here. */
+}
+
+/* x [M, hidden] float32, in place: the residual stream after every layer (the final norm
+ * is the caller's). Returns 0, or -1 out of memory. */
+int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int64_t *slots,
+                 const int32_t *block_tables, const int32_t *seq_lens, int64_t M, int64_t width,
+                 int64_t n_threads) {
+    if (M == 0) return 0;
+    const int64_t H = mdl->hidden, I = mdl->inter, NH = mdl->heads, D = mdl->head_dim;
+    const int64_t nt = n_threads < 1 ? 1 : n_threads;
+    int64_t kp = 0, qkv_n = 0, longest = 1;
+    for (int64_t l = 0; l < mdl->layers; l++) {
+        const Layer *L = mdl->layer + l;
+        const int64_t k[4] = {L->qkv.Kp, L->o.Kp, L->gate_up.Kp, L->down.Kp};
+        for (int j = 0; j < 4; j++) kp = k[j] > kp ? k[j] : kp;
+        qkv_n = L->qkv.N > qkv_n ? L->qkv.N : qkv_n;
+    }
+    for (int64_t m = 0; m < M; m++) longest = seq_lens[m] > longest ? seq_lens[m] : longest;
+    const int64_t widest = H > I ? H : I;
+    Work w = {
+        malloc(sizeof(float) * (size_t)(M * widest)),
+        malloc(sizeof(float) * (size_t)(M * qkv_n)),
+        malloc(sizeof(float) * (size_t)(M * NH * D)),
+        malloc(sizeof(float) * (size_t)(M * H)),
+        malloc(sizeof(float) * (size_t)(M * 2 * I)),
+        malloc((size_t)(M * kp)),
+        malloc(sizeof(float) * (size_t)(M * kp / 32)),
+        malloc(sizeof(float) * (size_t)(M * kp / 32)),
+        malloc(sizeof(float) * (size_t)(nt * longest)),
+        longest,
+    };
+    int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.q && w.xscale && w.xsum && w.scores
+                     ? 0
+                     : -1;
+    if (status == 0) {
+#pragma omp parallel num_threads((int)nt)
+        {
+            /* The runtime may give fewer threads than asked: split by the ones it gave. */
+            const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
+            for (int64_t l = 0; l < mdl->layers; l++)
+                layer_step(mdl, mdl->layer + l, x, positions, slots, block_tables, seq_lens, M,
+                           width, &w, i, n);
+        }
+    }
+    free(w.xn);
+    free(w.qkv);
+    free(w.attn);
+    free(w.out);
+    free(w.gu);
+    free(w.q);
+    free(w.xscale);
+    free(w.xsum);
+    free(w.scores);
+    return status;
+}
