@@ -41,6 +41,14 @@ FLAGS = (
     "-pthread",
     "-fopenmp",
 )
+# The instruction paths a tiled kernel (w4a8.c, q8.c) can build with, as its ``*_path()``
+# answers them (0, 1, 2), and the flags that leave each narrower one on a machine that has
+# a wider (each drops the wider instructions), so tests check every path this CPU runs.
+PATHS = ("avx2", "avx-vnni", "avx512-vnni")
+NARROWER = {
+    "avx-vnni": ("-mno-avx512vnni",),
+    "avx2": ("-mno-avx512vnni", "-mno-avxvnni"),
+}
 
 
 def _cpu_flags() -> str:
@@ -80,10 +88,11 @@ def load_function(
         version = subprocess.run(
             [compiler, "--version"], capture_output=True, text=True, timeout=30
         ).stdout
-        headers = b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.h")))
+        # Every C file beside it too: a kernel may include them (llama_decode.c does w4a8.c).
+        beside = b"".join(f.read_bytes() for f in sorted(source.parent.glob("*.[ch]")))
         key = hashlib.sha256(
             source.read_bytes()
-            + headers  # the ones it may include, beside it
+            + beside
             + "\0".join([*FLAGS, *extra_flags, version, _cpu_flags()]).encode()
         ).hexdigest()[:16]
         target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
@@ -96,3 +105,23 @@ def load_function(
     function.restype = ctypes.c_int
     function.argtypes = list(argtypes)
     return function
+
+
+def instruction_path(source: Path, name: str, extra_flags: Sequence[str] = ()) -> str | None:
+    """Which of :data:`PATHS` the kernel ``source`` built with ``extra_flags`` multiplies
+    with (its C function ``name`` says), or None where it does not build here."""
+    which = load_function(source, name, [], extra_flags)
+    return None if which is None else PATHS[which()]
+
+
+def builds_here(source: Path, name: str) -> dict[str, tuple[str, ...]]:
+    """Each path of :data:`PATHS` the kernel ``source`` runs on this CPU, with the extra
+    flags that build it (none for the widest); empty where it does not build here."""
+    widest = instruction_path(source, name)
+    if widest is None:
+        return {}
+    found: dict[str, tuple[str, ...]] = {widest: ()}
+    for path, flags in NARROWER.items():
+        if instruction_path(source, name, flags) == path:
+            found.setdefault(path, flags)
+    return found

@@ -81,6 +81,7 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
         for (int r = 0; r < mt; r++) sums[r] = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int64_t k = b * 32; k < b * 32 + 32; k += 4) {
+            _mm_prefetch((const char *)(w + k * 8) + PREFETCH_AHEAD, _MM_HINT_T0);
             const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k * 8));
             const __m256i magnitude = _mm256_abs_epi8(v);
             for (int r = 0; r < mt; r++) {

@@ -35,6 +35,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A block's u8 x s8 products of 4 inputs a lane: with VNNI one dpbusd adds them into the
+ * lane's int32; with AVX2 alone maddubs makes int16 pair sums, added in int16 over the
+ * block and widened once at its end (both give the same integers: nothing saturates). */
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define BLOCK_ADD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define BLOCK_SUM(acc) (acc)
+#define W4A8_PATH 2
+#elif defined(__AVXVNNI__)
+#define BLOCK_ADD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define BLOCK_SUM(acc) (acc)
+#define W4A8_PATH 1
+#else
+#define BLOCK_ADD(acc, u, s) _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s))
+#define BLOCK_SUM(acc) _mm256_madd_epi16(acc, _mm256_set1_epi16(1))
+#define W4A8_PATH 0
+#endif
+
 typedef struct {
     const float *x;
     const uint8_t *w;
@@ -46,6 +63,9 @@ typedef struct {
 } Job;
 
 #include "tiled.h"
+
+/* Which instructions this build multiplies with: 0 AVX2, 1 AVX-VNNI, 2 AVX512-VNNI. */
+int w4a8_path(void) { return W4A8_PATH; }
 
 /* Rows [first, last) of x to s8 by blocks of 32, zero-padded to Kp; xscale = each block's
  * peak / 127, xsum = each group's sum of codes times their block's scale. */
@@ -72,16 +92,17 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
     const uint8_t *w = job->w + t * Kp * 4;
     const uint16_t *scale = job->scale + t * groups * 8, *min = job->min + t * groups * 8;
     const int8_t *q = job->q + m0 * Kp;
-    const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
     __m256 acc[MT];
     for (int r = 0; r < mt; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; g++) {
         const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scale + g * 8)));
         for (int64_t k0 = g * G; k0 < (g + 1) * G; k0 += 32) {
-            __m256i pairs[MT];
-            for (int r = 0; r < mt; r++) pairs[r] = _mm256_setzero_si256();
+            __m256i sums[MT];
+            for (int r = 0; r < mt; r++) sums[r] = _mm256_setzero_si256();
 #pragma GCC unroll 1
             for (int64_t k = k0; k < k0 + 32; k += 8) {
+                _mm_prefetch((const char *)(w + k * 4) + PREFETCH_AHEAD, _MM_HINT_T0);
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k * 4));
                 const __m256i lo = _mm256_and_si256(v, nibble);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
@@ -89,12 +110,12 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
                     int32_t a0, a1;
                     memcpy(&a0, q + r * Kp + k, 4);
                     memcpy(&a1, q + r * Kp + k + 4, 4);
-                    pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(a0)));
-                    pairs[r] = _mm256_add_epi16(pairs[r], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(a1)));
+                    sums[r] = BLOCK_ADD(sums[r], lo, _mm256_set1_epi32(a0));
+                    sums[r] = BLOCK_ADD(sums[r], hi, _mm256_set1_epi32(a1));
                 }
             }
             for (int r = 0; r < mt; r++) {
-                const __m256i sum = _mm256_madd_epi16(pairs[r], ones);
+                const __m256i sum = BLOCK_SUM(sums[r]);
                 const float xs = job->xscale[(m0 + r) * blocks + k0 / 32];
                 acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s, _mm256_set1_ps(xs)), acc[r]);
             }

@@ -8,7 +8,7 @@ codes and block scales, :func:`llmkit.model.layers.w4a8.quantize_activations`), 
 products are llama.cpp's ``q8_0 x q8_0`` dot products.
 
 The kernel is built for this CPU by :mod:`llmkit.kernels.cpu.build`: with AVX512-VNNI or AVX-VNNI
-it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; ``NARROWER`` builds the
+it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; ``build.NARROWER`` builds the
 narrower paths on a machine that has the wider ones, so tests check each. Where no kernel
 can be built, :func:`linear` runs the same quantized math in torch.
 """
@@ -25,19 +25,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import load_function
+from llmkit.kernels.cpu.build import instruction_path, load_function
 from llmkit.model.layers.w4a8 import quantize_activations
 
 SOURCE = SOURCES / "q8.c"
 TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
 BLOCK = 32  # inputs that share a scale
 Q8_0_BYTES = 2 + BLOCK  # a Q8_0 block: float16 scale, 32 s8 codes
-PATHS = ("avx2", "avx-vnni", "avx512-vnni")  # what q8_path() answers 0, 1, 2 for
-# Build flags -> the path they leave (each drops the wider instructions).
-NARROWER = {
-    "avx-vnni": ("-mno-avx512vnni",),
-    "avx2": ("-mno-avx512vnni", "-mno-avxvnni"),
-}
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 
@@ -57,8 +51,7 @@ def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
 
 def path(extra_flags: tuple[str, ...] = ()) -> str | None:
     """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
-    which = load_function(SOURCE, "q8_path", [], extra_flags)
-    return None if which is None else PATHS[which()]
+    return instruction_path(SOURCE, "q8_path", extra_flags)
 
 
 def from_q8_0(blocks: torch.Tensor, in_features: int) -> Packed:

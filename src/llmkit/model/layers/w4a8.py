@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import load_function
+from llmkit.kernels.cpu.build import instruction_path, load_function
 
 SOURCE = SOURCES / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
@@ -44,9 +44,14 @@ class Packed(NamedTuple):
 
 
 @functools.cache
-def load() -> Callable[..., int] | None:
-    """The compiled kernel, or None where it cannot be built or loaded here."""
-    return load_function(SOURCE, "w4a8_linear", [_P] * 5 + [_I64] * 6)
+def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
+    """The compiled kernel (built with ``extra_flags``), or None where it cannot be here."""
+    return load_function(SOURCE, "w4a8_linear", [_P] * 5 + [_I64] * 6, extra_flags)
+
+
+def path(extra_flags: tuple[str, ...] = ()) -> str | None:
+    """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
+    return instruction_path(SOURCE, "w4a8_path", extra_flags)
 
 
 def group_for(in_features: int, group_size: int) -> int:
@@ -142,11 +147,14 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return codes.reshape(rows, -1)[:, :k], scale.reshape(rows, -1)[:, :k]
 
 
-def linear(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
-    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``."""
+def linear(
+    x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
+) -> torch.Tensor:
+    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
+    ``kernel``: a build of :func:`load` (default: this machine's widest)."""
     x = x.float().contiguous()
     rows, k = x.shape
-    kernel = load()
+    kernel = kernel or load()
     if kernel is None:
         codes, scale = quantize_activations(x)
         weight = dequantize(packed)[:out_features, :k]
