@@ -186,10 +186,10 @@ class EngineConfig:
         default=None,
         metadata={
             "help": "quantize the linear layers at load time: int8 or int4 weight-only "
-            "(torch's packed kernels: less memory), or w8a8, int8 weights and per-token int8 "
-            "activations (fbgemm, CPU: less memory and faster), or w4a8, 4-bit weights "
-            "and int8 activations, a scale per 32 inputs (llmkit's AVX2 kernel, CPU: least memory, "
-            "faster than float32); the lm_head and embeddings stay in full precision; "
+            "(torch's packed kernels: less memory), or w8a8, int8 weights and activations, a "
+            "scale per 32 inputs each (llmkit's q8 kernel, CPU: less memory and faster), or "
+            "w4a8, 4-bit weights and int8 activations (llmkit's w4a8 kernel, CPU: least "
+            "memory, fastest); with w8a8 and w4a8 the lm_head goes to 8 bits too; "
             "default: none (a GGUF file's Q4_1 layers still load as w4a8 with dtype auto)"
         },
     )

@@ -17,8 +17,8 @@ BLOCKS = [[0, 1, 2], [3, 4], [5], [6, 7]]
 PROMPTS = [(list(range(10, 43)), 33), (list(range(50, 70)), 20), ([5, 6, 7], 3), ([9] * 17, 17)]
 
 
-def runner_of(model: str, **kwargs):
-    llm = LLM(model, quantization="w4a8", max_model_len=64, max_num_seqs=4, **kwargs)
+def runner_of(model: str, quantization: str = "w4a8"):
+    llm = LLM(model, quantization=quantization, max_model_len=64, max_num_seqs=4)
     return llm, llm._core.runner
 
 
@@ -30,12 +30,22 @@ def decodes(tokens: list[int]) -> list[SeqInput]:
     return [SeqInput([t], n, b) for t, (_, n), b in zip(tokens, PROMPTS, BLOCKS)]
 
 
-@pytest.mark.parametrize("spec", ["llama", "qwen2", "mistral"])
-def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec):
+@pytest.mark.parametrize(
+    ("spec", "quantization"),
+    [
+        ("llama", "w4a8"),
+        ("qwen2", "w4a8"),
+        ("mistral", "w4a8"),
+        ("llama", "w8a8"),
+        ("qwen2", "w8a8"),
+    ],
+)
+def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec, quantization):
     """Four requests of different lengths, each over its own blocks; qwen2 adds q/k/v
-    biases, mistral GQA. The kernel's RMSNorm sums in another order than torch's, which
-    can move an activation code sitting on a rounding boundary: the rows agree to ~1e-3."""
-    llm, runner = runner_of(model_factory(spec))
+    biases, mistral GQA; w4a8 and q8 (w8a8) weights. The kernel's RMSNorm sums in another
+    order than torch's, which can move an activation code sitting on a rounding boundary:
+    the rows agree to ~1e-3."""
+    llm, runner = runner_of(model_factory(spec), quantization)
     fused = runner.model.model.fused_decode
     prefill_all(runner)
     step = decodes([11, 12, 13, 14])
@@ -49,10 +59,13 @@ def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec):
     llm.close()
 
 
-def test_a_decode_row_is_the_same_whether_or_not_its_step_has_a_prefill(model_factory):
+@pytest.mark.parametrize("quantization", ["w4a8", "w8a8"])
+def test_a_decode_row_is_the_same_whether_or_not_its_step_has_a_prefill(
+    model_factory, quantization
+):
     """Bit for bit: in a mixed step the decodes still go to the kernel, the prefill through
     the modules, so a request's tokens never depend on what shares its step."""
-    llm, runner = runner_of(model_factory("llama"))
+    llm, runner = runner_of(model_factory("llama"), quantization)
     prefill_all(runner)
     alone = runner.execute(decodes([21, 22, 23]))
     prefill = SeqInput(list(range(30, 47)), 0, BLOCKS[3])

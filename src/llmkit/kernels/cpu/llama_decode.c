@@ -1,4 +1,4 @@
-/* Every layer of a llama-family decoder's decode step in one call, for w4a8 weights.
+/* Every layer of a llama-family decoder's decode step in one call, for w4a8 or q8 weights.
  *
  * At one stream a 30-layer model spends as long in the torch ops and module calls between
  * its matmuls (norms, RoPE, the KV write, SwiGLU, residuals: ~35 ops a layer, each a few
@@ -8,21 +8,40 @@
  * SiLU-and-mul and down and residual, with barriers between the phases. Rows (phases that
  * work on a token) are split the same way in every phase, so a thread reads back only rows
  * it wrote itself between barriers; matmuls split their output tiles; attention splits
- * (row, query head) pairs. The matmuls are w4a8.c's (included: its Job, quantize_rows and
- * gemm_tiles), so their numbers are the separate layer's.
+ * (row, query head) pairs. The matmuls are w4a8.c's and q8.c's (included, each under its
+ * own names), so their numbers are the separate layers'; each linear says which it is.
  *
  * The rows are M one-token requests: row m is request m of the block tables (decode steps;
  * speculative proposals are rows of their own). All KV writes of a layer land before any of
  * its attention reads, so a row sees the rows of its request before it. Called by
  * model/models/llama_fused.py, which checks the layers fit (w4a8, float32, one rank).
  */
+#define Job W4Job
+#define tile w4_tile
+#define gemm_tiles w4_gemm_tiles
+#define quantize_rows w4_quantize_rows
 #include "w4a8.c"
+#undef Job
+#undef tile
+#undef gemm_tiles
+#undef quantize_rows
+#define Job Q8Job
+#define tile q8_tile
+#define gemm_tiles q8_gemm_tiles
+#define quantize_rows q8_quantize_rows
+#include "q8.c"
+#undef Job
+#undef tile
+#undef gemm_tiles
+#undef quantize_rows
+
+enum { W4A8 = 0, Q8 = 1 };
 
 typedef struct {
-    const uint8_t *w;
-    const uint16_t *scale, *min;
-    const float *bias; /* or NULL */
-    int64_t K, Kp, N, G;
+    const void *w;
+    const uint16_t *scale, *min; /* min: w4a8 only */
+    const float *bias;           /* or NULL */
+    int64_t K, Kp, N, G, kind;
 } Linear;
 
 typedef struct {
@@ -45,9 +64,38 @@ typedef struct { /* scratch for one call, M rows */
     int64_t score_stride;
 } Work;
 
-static inline Job job_for(const Linear *lin, const float *x, float *out, const Work *w, int64_t M) {
-    return (Job){x, lin->w, lin->scale, lin->min, out, w->q, w->xscale, w->xsum,
-                 M, lin->K, lin->Kp, lin->N, lin->G};
+static inline W4Job w4_job(const Linear *lin, const float *x, float *out, const Work *w, int64_t M) {
+    return (W4Job){x, lin->w, lin->scale, lin->min, out, w->q, w->xscale, w->xsum,
+                   M, lin->K, lin->Kp, lin->N, lin->G};
+}
+
+static inline Q8Job q8_job(const Linear *lin, const float *x, float *out, const Work *w, int64_t M) {
+    return (Q8Job){x, lin->w, lin->scale, out, w->q, w->xscale, M, lin->K, lin->Kp, lin->N};
+}
+
+/* Rows [m0, m1) of x quantized for lin (the same codes either way; w4a8 keeps group sums). */
+static void quantize_for(const Linear *lin, const float *x, const Work *w, int64_t M,
+                         int64_t m0, int64_t m1) {
+    if (lin->kind == W4A8) {
+        const W4Job job = w4_job(lin, x, NULL, w, M);
+        w4_quantize_rows(&job, m0, m1);
+    } else {
+        const Q8Job job = q8_job(lin, x, NULL, w, M);
+        q8_quantize_rows(&job, m0, m1);
+    }
+}
+
+/* Thread i of n's share of out = the quantized rows times lin's weight. */
+static void matmul_for(const Linear *lin, float *out, const Work *w, int64_t M, int64_t i,
+                       int64_t n) {
+    const int64_t tiles = (lin->N + 7) / 8, first = tiles * i / n, last = tiles * (i + 1) / n;
+    if (lin->kind == W4A8) {
+        const W4Job job = w4_job(lin, NULL, out, w, M);
+        w4_gemm_tiles(&job, first, last);
+    } else {
+        const Q8Job job = q8_job(lin, NULL, out, w, M);
+        q8_gemm_tiles(&job, first, last);
+    }
 }
 
 static void rms_norm(const float *x, const float *weight, float *out, int64_t n, float eps) {
@@ -108,12 +156,10 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     const int64_t qkv_n = L->qkv.N, attn_n = NH * D;
     float *score = w->scores + i * w->score_stride;
 
-    Job qkv = job_for(&L->qkv, w->xn, w->qkv, w, M);
     for (int64_t m = m0; m < m1; m++) rms_norm(x + m * H, L->norm1, w->xn + m * H, H, mdl->eps);
-    quantize_rows(&qkv, m0, m1);
+    quantize_for(&L->qkv, w->xn, w, M, m0, m1);
 #pragma omp barrier
-    const int64_t qkv_tiles = (qkv_n + 7) / 8;
-    gemm_tiles(&qkv, qkv_tiles * i / n, qkv_tiles * (i + 1) / n);
+    matmul_for(&L->qkv, w->qkv, w, M, i, n);
 #pragma omp barrier
     for (int64_t m = m0; m < m1; m++) {
         float *row = w->qkv + m * qkv_n;
@@ -133,33 +179,28 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
                tables + m * width, seq_lens[m], hq / (NH / NKV));
     }
 #pragma omp barrier
-    Job o = job_for(&L->o, w->attn, w->out, w, M);
-    quantize_rows(&o, m0, m1);
+    quantize_for(&L->o, w->attn, w, M, m0, m1);
 #pragma omp barrier
-    const int64_t h_tiles = (H + 7) / 8;
-    gemm_tiles(&o, h_tiles * i / n, h_tiles * (i + 1) / n);
+    matmul_for(&L->o, w->out, w, M, i, n);
 #pragma omp barrier
-    Job gate_up = job_for(&L->gate_up, w->xn, w->gu, w, M);
     for (int64_t m = m0; m < m1; m++) {
         float *xr = x + m * H, *orow = w->out + m * H;
         add_bias(orow, L->o.bias, H);
         for (int64_t k = 0; k < H; k++) xr[k] += orow[k];
         rms_norm(xr, L->norm2, w->xn + m * H, H, mdl->eps);
     }
-    quantize_rows(&gate_up, m0, m1);
+    quantize_for(&L->gate_up, w->xn, w, M, m0, m1);
 #pragma omp barrier
-    const int64_t gu_tiles = (2 * I + 7) / 8;
-    gemm_tiles(&gate_up, gu_tiles * i / n, gu_tiles * (i + 1) / n);
+    matmul_for(&L->gate_up, w->gu, w, M, i, n);
 #pragma omp barrier
-    Job down = job_for(&L->down, w->xn, w->out, w, M);
     for (int64_t m = m0; m < m1; m++) {
         const float *g = w->gu + m * 2 * I, *u = g + I;
         float *a = w->xn + m * I;
         for (int64_t k = 0; k < I; k++) a[k] = g[k] / (1.f + expf(-g[k])) * u[k];
     }
-    quantize_rows(&down, m0, m1);
+    quantize_for(&L->down, w->xn, w, M, m0, m1);
 #pragma omp barrier
-    gemm_tiles(&down, h_tiles * i / n, h_tiles * (i + 1) / n);
+    matmul_for(&L->down, w->out, w, M, i, n);
 #pragma omp barrier
     for (int64_t m = m0; m < m1; m++) {
         float *xr = x + m * H, *orow = w->out + m * H;

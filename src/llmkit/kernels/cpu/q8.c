@@ -50,6 +50,7 @@ typedef struct {
 } Job;
 
 #include "tiled.h"
+#include "tile_walk.h"
 
 /* Which instructions this build multiplies with: 0 AVX2, 1 AVX-VNNI, 2 AVX512-VNNI. */
 int q8_path(void) { return Q8_PATH; }

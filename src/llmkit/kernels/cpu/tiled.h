@@ -1,6 +1,5 @@
 /* What the tiled CPU kernels (w4a8.c, q8.c) share: a block of 32 activations to s8 codes,
- * and the walk over output tiles. A kernel includes this after defining its Job (with the
- * row count M) and its tile(job, t, m0, mt) pass, which computes mt <= MT rows of tile t.
+ * and (tile_walk.h) the walk over output tiles.
  */
 #ifndef LLMKIT_TILED_H
 #define LLMKIT_TILED_H
@@ -30,25 +29,6 @@ static inline __attribute__((always_inline)) int32_t quantize_block(const float 
     memset(q + n, 0, (size_t)(32 - n));
     *scale = peak / 127.f;
     return s;
-}
-
-static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t, int64_t m0, int mt);
-
-/* Output tiles [first, last), ROW_BLOCK rows at a time, MT rows a pass. */
-static void gemm_tiles(const Job *job, int64_t first, int64_t last) {
-    for (int64_t r0 = 0; r0 < job->M; r0 += ROW_BLOCK) {
-        const int64_t r1 = r0 + ROW_BLOCK < job->M ? r0 + ROW_BLOCK : job->M;
-        for (int64_t t = first; t < last; t++) {
-            int64_t m = r0;
-            for (; m + MT <= r1; m += MT) tile(job, t, m, MT);
-            switch (r1 - m) {
-                case 3: tile(job, t, m, 3); break;
-                case 2: tile(job, t, m, 2); break;
-                case 1: tile(job, t, m, 1); break;
-                default: break;
-            }
-        }
-    }
 }
 
 #endif

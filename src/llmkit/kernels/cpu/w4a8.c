@@ -63,6 +63,7 @@ typedef struct {
 } Job;
 
 #include "tiled.h"
+#include "tile_walk.h"
 
 /* Which instructions this build multiplies with: 0 AVX2, 1 AVX-VNNI, 2 AVX512-VNNI. */
 int w4a8_path(void) { return W4A8_PATH; }

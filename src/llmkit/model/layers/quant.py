@@ -9,12 +9,11 @@ symmetric scale per output channel. int4: asymmetric, a scale and a zero per gro
   path 8-40x slower than float32 GEMM (measured on AVX2 at 32..256 rows). From
   ``DEQUANT_ROWS`` rows on (prefill) the CPU kernels lose to float32 GEMM, so the layer
   dequantizes. On this AVX2 CPU they save memory, not time.
-- ``w8a8`` (CPU): int8 weights and int8 activations through fbgemm's int8 GEMM
-  (``quantized::linear_dynamic``), 1.2-3.5x faster than float32 GEMM. fbgemm quantizes its
-  input with one scale for the whole tensor, to 7 bits (a full 8 would overflow AVX2's
-  16-bit pair sums); each row is divided by its own peak first and multiplied back after, so
-  every token gets its own scale, as in llama.cpp's q8_0 matmuls and vLLM's dynamic int8,
-  and a request's numbers do not depend on the rest of its batch.
+- ``w8a8`` (CPU): llama.cpp's Q8_0 x Q8_0: int8 weights with a scale per 32 inputs of each
+  output channel, int8 activations with a scale per 32 inputs of each token, on llmkit's q8
+  kernel (:mod:`llmkit.model.layers.q8`, the one a GGUF's Q8_0 tensors run on). It replaced
+  fbgemm's int8 GEMM, whose one scale per tensor (made per token by dividing each row by its
+  peak) left 7-bit activations: SmolLM2's perplexity was 5% above float32's.
 - ``w4a8`` (CPU): 4-bit weights (a scale and min per group) and int8 activations (a scale
   per 32 inputs of a token, as llama.cpp's q8_1) on llmkit's AVX2 kernel
   (:mod:`llmkit.model.layers.w4a8`), at every row count: it beats float32 GEMM at prefill
@@ -23,7 +22,6 @@ symmetric scale per output channel. int4: asymmetric, a scale and a zero per gro
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -43,17 +41,9 @@ _ACT = torch.bfloat16
 DEQUANT_ROWS = 256
 
 
-def _int8_gemm_engine() -> str | None:
-    """The quantized engine with an int8 GEMM in this torch build, fbgemm first."""
-    engines = torch.backends.quantized.supported_engines
-    return next((e for e in ("fbgemm", "onednn") if e in engines), None)
-
-
 def has_kernels(method: str, device: torch.device) -> bool:
     """Whether this torch build has ``method``'s kernels on ``device``'s type."""
-    if method == "w8a8":
-        return device.type == "cpu" and _int8_gemm_engine() is not None
-    if method == "w4a8":  # the C kernel, else the same math in torch ops
+    if method in ("w8a8", "w4a8"):  # the C kernels, else the same math in torch ops
         return device.type == "cpu"
     op = "_weight_int8pack_mm" if method == "int8" else "_weight_int4pack_mm"
     if method == "int4" and device.type == "cpu":
@@ -66,7 +56,7 @@ class QuantizedLinear(nn.Module):
     """``y = x W^T + b`` with ``W`` quantized by ``method`` (see the module docstring)."""
 
     qweight: torch.Tensor
-    scales: torch.Tensor  # int8
+    scales: torch.Tensor  # int8, w8a8 (q8's per-32 float16 scales), w4a8
     scale_zeros: torch.Tensor  # int4: [in / group, out, 2]
     codes: torch.Tensor  # int4 on CPU: two codes a byte, for dequantized()
     mins: torch.Tensor  # w4a8
@@ -88,9 +78,13 @@ class QuantizedLinear(nn.Module):
         # The float layer's own parameter, loader included: a GGUF's native layers are put
         # in place before the rest of the file (their biases too) is loaded.
         self.bias = linear.bias
-        self.gemm: torch.ScriptObject | None = None  # w8a8: fbgemm's packed weight
-        if method in ("int8", "w8a8"):
+        if method == "int8":
             self._int8(weight.float())
+        elif method == "w8a8":
+            q8.load()  # builds the kernel at model load, not in a request's first step
+            codes, scales = q8.pack(weight)
+            self.register_buffer("qweight", codes)
+            self.register_buffer("scales", scales)
         elif method == "int4":
             self._int4(weight.float(), group_size)
         elif method == "w4a8":
@@ -109,13 +103,8 @@ class QuantizedLinear(nn.Module):
     def _int8(self, w: torch.Tensor) -> None:
         scales = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
         q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)
-        if self.method == "w8a8":
-            engine = _int8_gemm_engine()
-            assert engine is not None, "quantize_linears checks has_kernels first"
-            self.gemm = _prepack_int8(q, scales, engine)
-        else:
-            self.register_buffer("qweight", q)
-            self.register_buffer("scales", scales.to(_ACT))
+        self.register_buffer("qweight", q)
+        self.register_buffer("scales", scales.to(_ACT))
 
     def _int4(self, w: torch.Tensor, group_size: int) -> None:
         k = self.in_features
@@ -149,9 +138,9 @@ class QuantizedLinear(nn.Module):
 
     def dequantized(self) -> torch.Tensor:
         """The weight ``[out, in]`` in the model's dtype, as the kernels see it (CPU)."""
-        if self.gemm is not None:
-            weight, _ = torch.ops.quantized.linear_unpack(self.gemm)
-            return weight.dequantize().to(self.dtype)
+        if self.method == "w8a8":
+            weight = q8.dequantize(q8.Packed(self.qweight, self.scales))
+            return weight[: self.out_features, : self.in_features].to(self.dtype)
         if self.method == "int8":
             return self.qweight.to(self.dtype) * self.scales.to(self.dtype)[:, None]
         if self.method == "w4a8":
@@ -171,8 +160,9 @@ class QuantizedLinear(nn.Module):
             return out if self._bias is None else out + self._bias
         shape = x.shape
         x = x.reshape(-1, self.in_features)
-        if self.gemm is not None:
-            out = self._w8a8(x)
+        if self.method == "w8a8":
+            packed = q8.Packed(self.qweight, self.scales)
+            out = q8.linear(x, packed, self.out_features).to(self.dtype)
         elif self.method == "w4a8":
             out = w4a8.linear(x, self._w4a8_packed(), self.out_features).to(self.dtype)
         elif self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
@@ -207,38 +197,8 @@ class QuantizedLinear(nn.Module):
         self._packed = self._w4a8_packed() if self.method == "w4a8" else None
         self._bias = None if self.bias is None else self.bias.data
 
-    def _w8a8(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-token activation scales through fbgemm's per-tensor one (module docstring).
-
-        Each row is divided by its peak magnitude; a last row holding +1 and -1 pins the
-        tensor's range to [-1, 1], so fbgemm picks the same input scale for every batch.
-        """
-        assert self.gemm is not None
-        rows = x.shape[0]
-        peak = x.abs().amax(dim=-1, keepdim=True).float().clamp_(min=1e-30)
-        scaled = x.new_empty((rows + 1, self.in_features), dtype=torch.float32)
-        torch.div(x, peak, out=scaled[:rows])
-        scaled[rows].zero_()
-        scaled[rows, 0], scaled[rows, 1] = 1.0, -1.0
-        out = torch.ops.quantized.linear_dynamic(scaled, self.gemm, True)[:rows]
-        return out.mul_(peak).to(self.dtype)
-
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, {self.method}"
-
-
-def _prepack_int8(q: torch.Tensor, scales: torch.Tensor, engine: str) -> torch.ScriptObject:
-    """``q`` ``[out, in]`` int8 with per-output-channel ``scales``, packed for ``engine``."""
-    zeros = torch.zeros(q.shape[0], dtype=torch.long)
-    previous = torch.backends.quantized.engine
-    torch.backends.quantized.engine = engine
-    try:
-        with warnings.catch_warnings():  # quantized tensors are deprecated; the op is not
-            warnings.simplefilter("ignore", UserWarning)
-            weight = torch._make_per_channel_quantized_tensor(q, scales.double(), zeros, 0)
-            return torch.ops.quantized.linear_prepack(weight, None)
-    finally:
-        torch.backends.quantized.engine = previous
 
 
 def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> int:

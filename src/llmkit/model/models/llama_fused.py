@@ -1,11 +1,12 @@
-"""A llama-family decode step's layers in one C call, where the layers are w4a8 on CPU.
+"""A llama-family decode step's layers in one C call, where the layers are w4a8 or q8 on CPU.
 
 At one stream SmolLM2's 30 layers spent ~6 ms a token in the torch ops and module calls
 around their matmuls (~35 ops a layer on one row) against ~9 ms in the matmuls; the kernel
 ``llmkit/kernels/cpu/llama_decode.c`` runs every layer of a decode step in one OpenMP region
 (see there). :class:`FusedDecode` decides per step whether it applies: one query row per
-request, float32 KV caches on CPU, one rank, and every layer plain (w4a8 linears, float32
-norms, no q/k norm, no LoRA); else the model runs its layers as modules, as before.
+request, float32 KV caches on CPU, one rank, and every layer plain (w4a8 or q8 linears:
+a GGUF's Q4_0/Q4_1/Q8_0 or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm,
+no LoRA); else the model runs its layers as modules, as before.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
 from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
+from llmkit.model.layers.q8 import Q8Linear
 from llmkit.model.layers.quant import QuantizedLinear
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class _Linear(ctypes.Structure):
         ("Kp", _I64),
         ("N", _I64),
         ("G", _I64),
+        ("kind", _I64),  # 0 w4a8, 1 q8
     ]
 
 
@@ -78,23 +81,35 @@ def load() -> Callable[..., int] | None:
 
 
 def _linear(layer: object) -> _Linear | None:
-    """The kernel's view of a w4a8 float32 layer; None for any other kind."""
-    if not isinstance(layer, QuantizedLinear) or layer._packed is None:
+    """The kernel's view of a float32 layer with w4a8 or q8 weights (w8a8, a GGUF's Q8_0);
+    None for any other kind."""
+    mins: torch.Tensor | None = None
+    if isinstance(layer, QuantizedLinear) and layer.dtype == torch.float32:
+        if layer.method == "w4a8":
+            codes, scales, mins = layer._w4a8_packed()
+        elif layer.method == "w8a8":
+            codes, scales = layer.qweight, layer.scales
+        else:
+            return None
+    elif isinstance(layer, Q8Linear):
+        codes, scales = layer.codes, layer.scales
+    else:
         return None
-    if layer.dtype != torch.float32:  # its bias is in the same dtype
+    bias: torch.Tensor | None = layer.bias
+    if bias is not None and bias.dtype != torch.float32:
         return None
-    codes, scales, mins = layer._packed
-    kp = codes.shape[1] * 8
-    bias = 0 if layer._bias is None else layer._bias.data_ptr()
+    # A tile's 32-byte rows hold 8 inputs of 4-bit codes, 4 of 8-bit ones.
+    kp = codes.shape[1] * (4 if mins is None else 8)
     return _Linear(
         codes.data_ptr(),
         scales.data_ptr(),
-        mins.data_ptr(),
-        bias,
+        0 if mins is None else mins.data_ptr(),
+        0 if bias is None else bias.data_ptr(),
         layer.in_features,
         kp,
         layer.out_features,
         kp // scales.shape[1],
+        1 if mins is None else 0,  # the kernel's kinds: 0 w4a8, 1 q8
     )
 
 
