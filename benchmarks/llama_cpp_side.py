@@ -19,8 +19,9 @@ does: its logits then match HF's to ~1e-4 where flash attention's differ by ~0.0
 Prints ``{"seconds": wall time, "tokens": [[generated ids], ...]}``.
 
 ``profile`` times what ``benchmarks/gguf_peer.py`` compares, in a fresh process: load
-(model and context), a prompt alone, one stream decoding, then every stream of the jobs
-(``{"prompt": ids, "decode": n, "streams": [[ids, n], ...]}``), and the peak RSS.
+(model and context), a prompt alone, one stream decoding, then each batch of streams of the
+jobs (``{"prompt": ids, "decode": n, "streams": {"16": [[ids, n], ...], ...}}``), and the
+peak RSS.
 
 ``perplexity`` scores a text the way ``llmkit bench perplexity`` does (its tokens without a
 BOS, each after all before it, in one window of the text's length) and prints
@@ -103,18 +104,28 @@ def run(gguf: str, jobs_path: str, threads: int, mode: str = "default") -> None:
     print(json.dumps({"seconds": seconds, "tokens": tokens}))
 
 
+def peak_rss_mib() -> float:
+    """This process's peak RSS since its exec (VmHWM: getrusage's ru_maxrss carries the
+    spawning parent's peak across the exec, which made a small side look as big as its
+    parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def profile(gguf: str, jobs_path: str, threads: int) -> None:
-    import resource
 
     spec = json.loads(Path(jobs_path).read_text())
-    streams = spec["streams"]
+    batches = spec["streams"]
     _quiet()
     t0 = time.perf_counter()
     L.llama_backend_init()
     model = L.llama_model_load_from_file(gguf.encode(), L.llama_model_default_params())
     cparams = L.llama_context_default_params()
-    cparams.n_seq_max = len(streams)
-    cparams.n_ctx = len(streams) * spec["per_seq"]
+    widest = max(len(jobs) for jobs in batches.values())
+    cparams.n_seq_max = widest
+    cparams.n_ctx = widest * spec["per_seq"]
     cparams.n_batch, cparams.n_ubatch = N_BATCH, N_UBATCH
     cparams.n_threads = cparams.n_threads_batch = threads
     ctx = L.llama_init_from_model(model, cparams)
@@ -133,15 +144,15 @@ def profile(gguf: str, jobs_path: str, threads: int) -> None:
     timed([[spec["prompt"][:16], 4]])  # warm up
     prompt = timed([[spec["prompt"], 1]])
     single = timed([[spec["prompt"][:16], spec["decode"] + 1]]) - timed([[spec["prompt"][:16], 1]])
-    many = timed(streams)
+    many = {n: sum(k for _, k in jobs) / timed(jobs) for n, jobs in batches.items()}
     print(
         json.dumps(
             {
                 "load_s": load,
                 "prompt_tok_s": len(spec["prompt"]) / prompt,
                 "single_tok_s": spec["decode"] / single,
-                "streams_tok_s": sum(n for _, n in streams) / many,
-                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "streams_tok_s": many,
+                "peak_rss_mib": peak_rss_mib(),
             }
         )
     )
