@@ -168,13 +168,14 @@ class FusedDecode:
         one = [i for i in range(meta.num_reqs) if starts[i + 1] - starts[i] == 1]
         if not one:
             return None
-        rest = [i for i in range(meta.num_reqs) if starts[i + 1] - starts[i] != 1]
         out = torch.empty_like(x)
         decode_meta, rows = meta.select(one)
         out[rows] = self._run(plan, x[rows], ctx.positions[rows], decode_meta)
-        other_meta, rows = meta.select(rest)
-        other = replace(ctx, positions=ctx.positions[rows], meta=other_meta)
-        out[rows] = model.run_layers(x[rows], other)
+        rest = [i for i in range(meta.num_reqs) if starts[i + 1] - starts[i] > 1]
+        if rest:  # (a request with no rows this step needs nothing)
+            other_meta, rows = meta.select(rest)
+            other = replace(ctx, positions=ctx.positions[rows], meta=other_meta)
+            out[rows] = model.run_layers(x[rows], other)
         return out
 
     def _run(
