@@ -121,13 +121,15 @@ def other_tokenizer(model: str, out: Path) -> str:
     return str(out)
 
 
-@pytest.mark.parametrize("kind", ["vocabulary", "tokenizer"])
-def test_a_draft_that_does_not_share_the_tokenizer_is_refused(
+@pytest.mark.parametrize("kind", ["vocabulary", "tokenizer", "no model directory"])
+def test_a_draft_that_cannot_serve_is_refused_naming_the_field(
     kind, tiny_model, model_factory, tmp_path
 ):
     if kind == "vocabulary":
         draft = model_factory(ModelSpec(hidden_size=32, num_layers=1, vocab_size=4096))
-    else:
+    elif kind == "tokenizer":
         draft = other_tokenizer(model_factory(SMALL), tmp_path / "other")
-    with pytest.raises(ValueError, match=f"speculative_config's model .*{kind}"):
+    else:
+        draft = str(tmp_path / "missing")
+    with pytest.raises(ValueError, match=f"speculative_config's model.*{kind}"):
         LLM(tiny_model, max_model_len=256, speculative_config={"model": draft})

@@ -47,8 +47,11 @@ class DraftModel:
         tokenizer: Tokenizer,
         num_blocks: int,
     ):
-        path = resolve_model(spec["model"])
-        hf_config = load_hf_config(path)
+        try:
+            path = resolve_model(spec["model"])
+            hf_config = load_hf_config(path)
+        except (OSError, ValueError) as exc:  # a missing folder is a bad setting, named so
+            raise ValueError(f"{_FIELD}: {exc}") from exc
         _check(path, hf_config.get_text_config(), target, tokenizer)
         draft_config = dataclasses.replace(
             config,
