@@ -93,21 +93,27 @@ def test_seeded_sampling_with_a_draft_is_reproducible(tiny_model, model_factory)
     assert all(o.spec_decode.num_draft_tokens > 0 for o in runs[0])
 
 
-def test_a_draft_drawn_proposal_is_checked_against_its_own_distribution():
+@pytest.mark.parametrize("min_p", [0.0, 0.2])
+def test_a_draft_drawn_proposal_is_checked_against_its_own_distribution(min_p):
     """Proposals drawn from q, kept with min(1, p/q), else redrawn from max(p - q, 0): over
-    many rows the tokens follow p, not q (a chi-square test, 7 degrees of freedom)."""
+    many rows the tokens follow p (min_p's cut included), not q (chi-square, p = 0.001)."""
     torch.manual_seed(0)
     p_logits, q = torch.randn(8) * 1.5, torch.softmax(torch.randn(8), -1)
     n = 40_000
     drafts = torch.multinomial(q, n, replacement=True).tolist()
     sampler = Sampler(8, torch.device("cpu"), seed=1)
-    row = SamplingRow(SamplingParams(temperature=1.0), [0], [], None, None)
+    row = SamplingRow(SamplingParams(temperature=1.0, min_p=min_p), [0], [], None, None)
     tokens = sampler(p_logits.repeat(n, 1), [row] * n, drafts, q.repeat(n, 1))
     counts = torch.bincount(torch.tensor([t.token_id for t in tokens]), minlength=8).float()
-    expected = torch.softmax(p_logits, -1) * n
-    assert float(((counts - expected) ** 2 / expected).sum()) < 24.3  # p = 0.001
+    p = torch.softmax(p_logits, -1)
+    p = torch.where(p < min_p * p.max(), 0.0, p)
+    expected = p / p.sum() * n
+    kept = expected > 0
+    assert counts[~kept].sum() == 0
+    chi2 = ((counts - expected)[kept] ** 2 / expected[kept]).sum()
+    assert float(chi2) < 24.3  # 7 degrees of freedom at most
     proposed = torch.bincount(torch.tensor(drafts), minlength=8).float()
-    assert float(((proposed - expected) ** 2 / expected).sum()) > 24.3  # q is not p
+    assert float(((proposed - expected)[kept] ** 2 / expected[kept]).sum()) > 24.3  # q is not p
 
 
 def other_tokenizer(model: str, out: Path) -> str:

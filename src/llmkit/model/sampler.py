@@ -181,6 +181,7 @@ class Sampler:
                 u[i] = torch.rand((), generator=r.generator, device=dev)
         has = torch.tensor([d is not None for d in drafts], device=dev)
         d = torch.tensor(_drafts_or_zero(drafts), device=dev)
+        probs = probs / probs.sum(-1, keepdim=True)  # min_p leaves its rows unnormalized
         p_d = probs.gather(1, d[:, None])[:, 0]
         if q is None:
             accepted = has & (u < p_d)
