@@ -15,7 +15,9 @@ _QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 # vLLM V1's default: as many as fit in the context.
 _DEFAULT_IMAGE_LIMIT = 999
-_SPEC_DEFAULTS = {"num_speculative_tokens": 4, "prompt_lookup_max": 5, "prompt_lookup_min": 1}
+_NGRAM = {"num_speculative_tokens": 4, "prompt_lookup_max": 5, "prompt_lookup_min": 1}
+_DRAFT = {"num_speculative_tokens": 4, "model": None}
+_SPEC_DEFAULTS: dict[Any, dict[str, Any]] = {"ngram": _NGRAM, "draft_model": _DRAFT}  # vLLM's
 
 
 @dataclass
@@ -214,8 +216,9 @@ class EngineConfig:
     speculative_config: dict[str, Any] | None = field(
         default=None,
         metadata={
-            "help": 'speculative decoding, as JSON like vLLM\'s: {"method": "ngram", '
-            '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}'
+            "help": 'speculative decoding as JSON like vLLM\'s: {"method": "ngram", '
+            '"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}, '
+            'or a draft model sharing the tokenizer: {"model": PATH, "num_speculative_tokens": 4}'
         },
     )
 
@@ -296,20 +299,23 @@ class EngineConfig:
 
 
 def _speculative(spec: object) -> dict[str, Any]:
-    """vLLM's n-gram settings checked, with its defaults filled in (lookup from 5 down to 1)."""
+    """vLLM's settings checked, with the method's defaults (``_SPEC_DEFAULTS``) filled in."""
     if not isinstance(spec, dict):
-        raise ValueError(
-            f'speculative_config must be a mapping like {{"method": "ngram"}}, not {spec!r}'
-        )
-    unknown = sorted(set(spec) - {"method", *_SPEC_DEFAULTS})
+        raise ValueError(f"speculative_config must be a mapping, not {spec!r}")
+    # vLLM's rule: a draft model named without a method is a draft model.
+    method = spec.get("method") or ("draft_model" if spec.get("model") else None)
+    _choice("speculative_config's method", method, tuple(_SPEC_DEFAULTS))
+    defaults = _SPEC_DEFAULTS[method]
+    unknown = sorted(set(spec) - {"method", *defaults})
     if unknown:
-        raise ValueError(f"speculative_config has unknown field(s): {', '.join(unknown)}")
-    _choice("speculative_config's method", spec.get("method"), ("ngram",))
-    out = {"method": "ngram", **_SPEC_DEFAULTS, **spec}
-    for name in _SPEC_DEFAULTS:
+        raise ValueError(f"speculative_config has unknown field(s) for {method}: {unknown}")
+    out = {**defaults, **spec, "method": method}
+    for name in set(defaults) - {"model"}:
         _at_least(f"speculative_config's {name}", out[name], 1)
-    if out["prompt_lookup_min"] > out["prompt_lookup_max"]:
+    if method == "ngram" and out["prompt_lookup_min"] > out["prompt_lookup_max"]:
         raise ValueError("speculative_config's prompt_lookup_min must be <= prompt_lookup_max")
+    if method == "draft_model" and not (isinstance(out["model"], str) and out["model"]):
+        raise ValueError(f"speculative_config's model must name the draft model: {out['model']!r}")
     return out
 
 

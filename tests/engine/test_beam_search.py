@@ -3,12 +3,15 @@ vLLM's length-penalty ranking of finished beams."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from llmkit import LLM, BeamSearchParams
-from llmkit.engine.beam_search import beam_score
+from llmkit import LLM, AsyncEngine, BeamSearchParams, EngineConfig
+from llmkit.engine.beam_search import BeamSearch, beam_score
+from llmkit.engine.beam_search_stream import start_beam_search
+from llmkit.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestOutput
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +62,64 @@ def test_finished_beams_rank_by_vllms_length_penalty(llm):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "field"), [({"beam_width": 0}, "beam_width"), ({"max_tokens": -1}, "max_tokens")]
+    ("kwargs", "field"),
+    [
+        ({"beam_width": 0}, "beam_width"),
+        ({"max_tokens": -1}, "max_tokens"),
+        ({"early_stopping": "sometimes"}, "early_stopping"),
+    ],
 )
 def test_bad_beam_search_params_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         BeamSearchParams(**{"beam_width": 2, "max_tokens": 4, **kwargs})
+
+
+def _step(*candidates: dict[int, float]) -> list[RequestOutput]:
+    """One engine output per live beam, each with its candidates' logprobs."""
+    return [
+        RequestOutput("r", None, [], None, [CompletionOutput(0, "", [], 0.0, [_logprobs(c)])], True)
+        for c in candidates
+    ]
+
+
+def _logprobs(candidates: dict[int, float]) -> PositionLogprobs:
+    return {t: Logprob(lp, rank, "") for rank, (t, lp) in enumerate(candidates.items(), 1)}
+
+
+@pytest.mark.parametrize("early_stopping", [None, True, False, "never"])
+def test_early_stopping_ends_a_prompt_once_beam_width_beams_finished(early_stopping):
+    """EOS is 0. After step 2, two beams have finished (scores -0.1 and -0.15) and the best
+    live one, [5, 1, 3], scores -0.16 now: True stops, False stops (it is no better now),
+    "never" goes on (at the full 4 tokens it could score -0.12), None always goes on; one
+    more step makes it [5, 1, 3, 6] at -0.1225, better than the finished [5, 1, 0]."""
+    params = BeamSearchParams(2, max_tokens=3, early_stopping=early_stopping)
+    search = BeamSearch([[5]], params, eos_token_id=0)
+    search.advance(_step({0: -0.1, 1: -0.2, 2: -3.0}))
+    search.advance(_step({0: -0.1, 3: -0.28}, {0: -2.0, 4: -4.0}))
+    stops = early_stopping in (True, False)
+    assert search.pending() == ([] if stops else [[5, 1, 3], [5, 2, 4]])
+    if not stops:
+        search.advance(_step({6: -0.01}, {6: -0.01}))
+    best = [b.tokens for b in search.results()[0].sequences]
+    assert best == [[5, 0], [5, 1, 0] if stops else [5, 1, 3, 6]]
+
+
+@pytest.mark.anyio
+async def test_an_engines_beam_search_is_llms_and_closing_it_aborts_its_step(llm, tiny_model):
+    params = BeamSearchParams(beam_width=3, max_tokens=5)
+    expected = llm.beam_search(["Hello world"], params)[0].sequences
+    start = len(llm.get_tokenizer().encode("Hello world"))
+    config = EngineConfig(tiny_model, max_model_len=128, dtype="float32")
+    async with AsyncEngine(config) as engine:
+        outputs = [out async for out in start_beam_search(engine, "Hello world", params)]
+        assert len(outputs) == 1 and outputs[0].finished
+        got = outputs[0].outputs
+        assert [c.token_ids for c in got] == [beam.tokens[start:] for beam in expected]
+        assert [c.cumulative_logprob for c in got] == [beam.cum_logprob for beam in expected]
+        long = start_beam_search(engine, "Hello world", BeamSearchParams(3, max_tokens=100))
+        with anyio.move_on_after(0.3):
+            await long.__anext__()
+        await long.aclose()
+        with anyio.fail_after(5):
+            while (s := engine.stats()).num_running or s.kv_blocks_free != s.kv_blocks_total:
+                await anyio.sleep(0.01)

@@ -134,6 +134,9 @@ def test_seeded_sampling_with_speculation_is_reproducible(engines):
         ({"method": "ngram", "num_speculative_tokens": 0}, "num_speculative_tokens"),
         ({"method": "ngram", "prompt_lookup_min": 4, "prompt_lookup_max": 2}, "prompt_lookup_min"),
         ({"method": "ngram", "lookahead": 2}, "lookahead"),
+        ({"method": "draft_model"}, "model"),
+        ({"model": "demo", "num_speculative_tokens": 0}, "num_speculative_tokens"),
+        ({"model": "demo", "prompt_lookup_max": 2}, "prompt_lookup_max"),
     ],
 )
 def test_bad_speculative_configs_name_the_field(spec, field):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import msgpack
@@ -13,6 +14,7 @@ from llmkit.outputs import (
     EmbeddingRequestOutput,
     Logprob,
     RequestOutput,
+    SpecDecodeCounts,
 )
 from llmkit.protocol.messages import ProtocolError
 from llmkit.remote.output_assembly import OutputAssembler, wire_params
@@ -105,6 +107,7 @@ def _output(finished: bool = True) -> RequestOutput:
         ],
         finished=finished,
         num_cached_tokens=16,
+        spec_decode=SpecDecodeCounts(3, 9, 4, 7),
     )
 
 
@@ -113,6 +116,8 @@ def test_outputs_round_trip_and_only_the_first_carries_the_prompt():
     assert output_from_wire(over_the_wire(output_to_wire(out, first=True)), "r") == out
     later = output_from_wire(over_the_wire(output_to_wire(out, first=False)), "r")
     assert later.prompt is None and later.prompt_token_ids == []
+    plain = dataclasses.replace(out, spec_decode=None)  # no speculation: no counts
+    assert output_from_wire(over_the_wire(output_to_wire(plain, first=True)), "r") == plain
 
 
 def test_embeddings_travel_as_little_endian_float32():
@@ -172,5 +177,9 @@ def test_deltas_a_reader_has_not_taken_are_merged():
         (1, "ac", [1, 3], "stop"),
     ]
     assert merged.prompt == "Hi" and not merged.finished
-    assembler.add(_delta("", [], "length", finished=True))
-    assert assembler.take().finished
+    last = _delta("", [], "length", finished=True)
+    last.spec_decode = SpecDecodeCounts(2, 6, 3, 5)
+    assembler.add(_delta("d", [4]))
+    assembler.add(last)
+    merged = assembler.take()
+    assert merged.finished and merged.spec_decode == SpecDecodeCounts(2, 6, 3, 5)

@@ -158,7 +158,7 @@ ENGINE_PLACEMENTS = {"in-process": "in_process_server", "engine-socket": "engine
 
 
 # The OpenAI API suites that run against both placements, unchanged.
-BOTH_PLACEMENTS = ("test_openai_api", "test_errors", "test_template_names")
+BOTH_PLACEMENTS = ("test_openai_api", "test_errors", "test_template_names", "test_beam_search_api")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

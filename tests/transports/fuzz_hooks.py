@@ -1,11 +1,11 @@
 """schemathesis hooks for test_openapi_fuzz: the rules /openapi.json states only in words.
 
 JSON Schema cannot say that a prompt's tokens plus max_tokens fit the context, that
-best_of equals n, or that a regex compiles; the document says so in its descriptions. A
-schema-valid (positive) case is brought within those rules here before it is sent, the
-way a client that read the document would send it; negative cases go as generated.
-Loaded by `st run` through SCHEMATHESIS_HOOKS, with the server in FUZZ_URL (and its key,
-if any, in FUZZ_KEY).
+best_of equals n (or beam search's limits), or that a regex compiles; the document says so
+in its descriptions. A schema-valid (positive) case is brought within those rules here
+before it is sent, the way a client that read the document would send it; negative cases
+go as generated. Loaded by `st run` through SCHEMATHESIS_HOOKS, with the server in
+FUZZ_URL (and its key, if any, in FUZZ_KEY).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def _fit_completion(body: dict[str, Any], prompt_tokens: int, default: int | Non
     for name in ("max_tokens", "max_completion_tokens"):
         if body.get(name) is not None:
             body[name] = min(body[name], room)
+    if default is not None and default > room and "max_tokens" not in body:
+        body["max_tokens"] = room  # the default would not fit after this prompt
     chosen = body.get("max_completion_tokens") or body.get("max_tokens", default)
     if body.get("min_tokens") is not None:
         body["min_tokens"] = min(body["min_tokens"], chosen if chosen is not None else room)
@@ -73,6 +75,9 @@ def _fit_constraint(body: dict[str, Any]) -> None:
 def _completions(body: dict[str, Any]) -> None:
     if body.get("best_of") is not None:
         body["best_of"] = body.get("n", 1)
+    if body.get("use_beam_search"):
+        # One beam: its 2 logprobs a step are within the fuzzed server's --max-logprobs 3.
+        body.update(stream=False, stream_options=None, n=1, best_of=None)
     prompt = body["prompt"]
     prompts = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
     context = _context()

@@ -23,7 +23,7 @@ from llmkit.engine.sched.scheduler import Scheduler, SchedulerOutput
 from llmkit.engine.sched.step_rows import plan_rows
 from llmkit.engine.sched.stop import check_stop
 from llmkit.engine.seq_state import SeqState
-from llmkit.engine.speculative import SpeculativeDecoder
+from llmkit.engine.speculative import create_speculative_decoder
 from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
@@ -60,7 +60,9 @@ class EngineCore:
         self.loras = LoRAStore(self.runner.lora.layout if self.runner.lora else None)
         self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
         self.encoder = EncoderCache(self.runner.embed_images)
-        self.spec = SpeculativeDecoder(config.speculative_config, self.max_model_len)
+        self.spec = create_speculative_decoder(
+            config, model.info, self.tokenizer, self.runner.num_blocks
+        )
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, SeqState] = {}
         self._steps = self._generated_tokens = self._prompt_tokens = self._preemptions = 0
@@ -172,6 +174,7 @@ class EngineCore:
         seqs = self.encoder.seq_inputs(sched.requests, sched.num_new_tokens, self.allocator)
         for req, seq_input in zip(sched.requests, seqs):
             seq_input.lora = self._seqs[req].lora
+        self.spec.fill(sched.requests, seqs, self._seqs)
         hidden = self.runner.execute(self.spec.expand(sched.requests, seqs))
         plan = plan_rows(sched, self._reported_prompt_logprobs)
         logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None
@@ -184,7 +187,9 @@ class EngineCore:
         if plan.sample:
             assert logits is not None
             batch = self.spec.sample_batch(plan.sample, self._seqs)
-            tokens = self.sampler(logits[batch.logit_rows], batch.rows, batch.drafts)
+            tokens = self.sampler(
+                logits[batch.logit_rows], batch.rows, batch.drafts, batch.draft_probs
+            )
             for (req, _), (a, b) in zip(plan.sample, batch.spans):
                 seq = self._seqs.get(req)
                 if seq is None:  # a sibling's failure ended the whole request

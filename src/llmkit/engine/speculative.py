@@ -1,4 +1,8 @@
-"""Speculative decoding in the core: n-gram proposals before a step, their check after it.
+"""Speculative decoding in the core: proposals before a step, their check after it.
+
+Proposals come from n-gram lookup, before scheduling, or from a draft model (its own
+runner, :mod:`llmkit.engine.draft`), which runs once the scheduler has made room for
+them: the scheduler sees placeholders, the draft fills in as many as got room.
 
 A decoding request gets up to k proposed tokens; the step computes them with its last
 token in one forward over the paged KV cache, next to the other requests. Row j of its
@@ -14,11 +18,17 @@ import logging
 import weakref
 from dataclasses import dataclass, replace
 
+import torch
+
+from llmkit.config import EngineConfig
+from llmkit.engine.draft import DraftModel
 from llmkit.engine.output_state import RequestState
+from llmkit.engine.protocol import ModelInfo
 from llmkit.engine.sched.ngram import NgramProposer
 from llmkit.engine.sched.request import Request
 from llmkit.engine.sched.scheduler import Scheduler
 from llmkit.engine.seq_state import SeqState
+from llmkit.engine.tokenizer import Tokenizer
 from llmkit.model.runner import SeqInput
 from llmkit.model.sampler import SampledToken, SamplingRow
 from llmkit.outputs import SpecDecodeCounts
@@ -36,6 +46,7 @@ class SampleBatch:
     logit_rows: list[int]
     drafts: list[int | None]
     spans: list[tuple[int, int]]
+    draft_probs: torch.Tensor | None = None  # [rows, vocab]: a draft model's q, else None
 
 
 @dataclass
@@ -58,15 +69,18 @@ class _Pace:
 class SpeculativeDecoder:
     """Proposes before each step and checks after it; counts what happened (``totals``)."""
 
-    def __init__(self, spec: dict | None, max_model_len: int):
+    def __init__(self, spec: dict | None, max_model_len: int, draft: DraftModel | None = None):
         self.proposer = (
             NgramProposer(
                 spec["num_speculative_tokens"], spec["prompt_lookup_max"], spec["prompt_lookup_min"]
             )
-            if spec
+            if spec and spec["method"] == "ngram"
             else None
         )
+        self.draft = draft
+        self.k = spec["num_speculative_tokens"] if spec else 0
         self.max_model_len = max_model_len
+        self._probs: dict[Request, torch.Tensor | None] = {}  # this step's draft q
         self.totals = SpecDecodeCounts()
         self._pace: weakref.WeakKeyDictionary[Request, _Pace] = weakref.WeakKeyDictionary()
         self._logged_at = 0
@@ -76,7 +90,7 @@ class SpeculativeDecoder:
 
         Structured outputs are left out: their grammar advances one sampled token at a time.
         """
-        if self.proposer is None:
+        if not self.k:
             return
         for req in running:
             req.spec_token_ids.clear()
@@ -87,12 +101,25 @@ class SpeculativeDecoder:
             limit = min(
                 req.max_tokens - req.num_output_tokens - 1, self.max_model_len - req.num_tokens
             )
-            pace = self._pace.setdefault(req, _Pace(self.proposer.k))
+            pace = self._pace.setdefault(req, _Pace(self.k))
             if pace.wait > 0:
                 pace.wait -= 1
                 continue
+            if self.proposer is None:  # the draft model fills these in once scheduled
+                req.spec_token_ids = [0] * max(min(limit, pace.length), 0)
+                continue
             tokens = req.prompt_token_ids + req.output_token_ids
             req.spec_token_ids = self.proposer.propose(tokens, min(limit, pace.length))
+
+    def fill(
+        self, requests: list[Request], seqs: list[SeqInput], states: dict[Request, SeqState]
+    ) -> None:
+        """The draft model's proposals for the scheduled requests (none with n-gram)."""
+        if self.draft is None:
+            return
+        generators = {r: s.generator for r, s in states.items()}
+        proposals = self.draft.propose(requests, seqs, generators)
+        self._probs = {req: p.probs for req, p in proposals.items()}
 
     def expand(self, requests: list[Request], seqs: list[SeqInput]) -> list[SeqInput]:
         """The step's runner input with each proposal as a one-token sequence of its own
@@ -124,7 +151,20 @@ class SpeculativeDecoder:
                 batch.logit_rows.append(first + j)
                 batch.drafts.append(spec[j] if j < len(spec) else None)
             batch.spans.append((start, len(batch.rows)))
+        if any(q is not None for q in self._probs.values()):
+            batch.draft_probs = self._draft_probs(sample, batch)
+        self._probs = {}
         return batch
+
+    def _draft_probs(self, sample: list[tuple[Request, int]], batch: SampleBatch) -> torch.Tensor:
+        """Each row's draft distribution; zero where it checks no draft-drawn proposal."""
+        some = next(q for q in self._probs.values() if q is not None)
+        out = some.new_zeros(len(batch.rows), some.shape[-1])
+        for (req, _), (start, _) in zip(sample, batch.spans):
+            q = self._probs.get(req)
+            if q is not None:
+                out[start : start + len(q)] = q
+        return out
 
     def verify(
         self,
@@ -134,7 +174,7 @@ class SpeculativeDecoder:
         state: RequestState,
     ) -> list[SampledToken]:
         """The tokens ``req`` emits from its rows' ``tokens``; rejected proposals' KV goes."""
-        if self.proposer is None:
+        if not self.k:
             return tokens
         spec = list(req.spec_token_ids)  # reject_drafts clears the request's
         with state.lock:  # with speculation on, every request reports its counts
@@ -146,10 +186,12 @@ class SpeculativeDecoder:
         while accepted < len(spec) and tokens[accepted].token_id == spec[accepted]:
             accepted += 1
         emitted = tokens[: accepted + 1]
+        if self.draft is not None:
+            self.draft.accepted(req, req.num_tokens, len(spec), accepted)
         scheduler.reject_drafts(req, len(spec) - accepted)
         pace = self._pace.get(req)
         if pace is not None:
-            pace.update(len(spec), accepted, self.proposer.k)
+            pace.update(len(spec), accepted, self.k)
         _add(self.totals, len(spec), accepted, len(emitted))
         with state.lock:
             _add(state.spec_decode, len(spec), accepted, len(emitted))
@@ -167,6 +209,18 @@ class SpeculativeDecoder:
                 t.num_draft_tokens,
                 t.num_emitted_tokens / t.num_drafts,
             )
+
+
+def create_speculative_decoder(
+    config: EngineConfig, info: ModelInfo, tokenizer: Tokenizer, num_blocks: int
+) -> SpeculativeDecoder:
+    """The decoder ``config.speculative_config`` asks for (one that does nothing if none);
+    a draft model is loaded here, and ``ValueError`` names what makes it unusable."""
+    spec = config.speculative_config
+    draft = None
+    if spec is not None and spec["method"] == "draft_model":
+        draft = DraftModel(config, spec, info, tokenizer, num_blocks)
+    return SpeculativeDecoder(spec, info.max_model_len, draft)
 
 
 def _add(counts: SpecDecodeCounts, proposed: int, accepted: int, emitted: int) -> None:

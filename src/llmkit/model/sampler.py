@@ -47,12 +47,14 @@ class Sampler:
         logits: torch.Tensor,
         rows: list[SamplingRow],
         drafts: list[int | None] | None = None,
+        draft_probs: torch.Tensor | None = None,
     ) -> list[SampledToken]:
         """One token per row. ``drafts``: a proposed token per row (speculative decoding) that
         a sampled row keeps with its probability, else replaces by a draw from the rest of
         its distribution: the token drawn still follows the row's distribution, and it
         equals the proposal exactly when the proposal is accepted (greedy: when it is the
-        argmax)."""
+        argmax). ``draft_probs`` ``[rows, vocab]``: the distribution each proposal was drawn
+        from (a draft model's); without it a proposal is taken as certain (n-gram)."""
         logits = logits.float()
         want_logprobs = [r.params.logprobs is not None for r in rows]
         raw = torch.log_softmax(logits, dim=-1) if any(want_logprobs) else None
@@ -65,7 +67,7 @@ class Sampler:
         tokens = logits.max(dim=-1).indices
         greedy = [r.params.greedy for r in rows]
         if not all(greedy):
-            sampled = self._sample(logits, rows, drafts)
+            sampled = self._sample(logits, rows, drafts, draft_probs)
             tokens = torch.where(torch.tensor(greedy, device=self.device), tokens, sampled)
 
         lp = self._logprobs(raw, tokens, rows) if raw is not None else [None] * len(rows)
@@ -127,7 +129,11 @@ class Sampler:
         logits[idx] = sub
 
     def _sample(
-        self, logits: torch.Tensor, rows: list[SamplingRow], drafts: list[int | None] | None
+        self,
+        logits: torch.Tensor,
+        rows: list[SamplingRow],
+        drafts: list[int | None] | None,
+        draft_probs: torch.Tensor | None,
     ) -> torch.Tensor:
         dev = self.device
         temps = torch.tensor([max(r.params.temperature, 1e-5) for r in rows], device=dev)
@@ -147,7 +153,7 @@ class Sampler:
         # batch it happens to share.
         accepted = proposed = None
         if drafts is not None and any(d is not None for d in drafts):
-            accepted, probs = self._check_drafts(probs, rows, drafts)
+            accepted, probs = self._check_drafts(probs, rows, drafts, draft_probs)
             proposed = torch.tensor(_drafts_or_zero(drafts), device=dev)
         q = torch.empty_like(probs).exponential_(generator=self._generator)
         for i, r in enumerate(rows):
@@ -159,11 +165,16 @@ class Sampler:
         return torch.where(accepted, proposed, tokens)
 
     def _check_drafts(
-        self, probs: torch.Tensor, rows: list[SamplingRow], drafts: list[int | None]
+        self,
+        probs: torch.Tensor,
+        rows: list[SamplingRow],
+        drafts: list[int | None],
+        q: torch.Tensor | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rejection sampling against a one-hot draft (n-gram proposals): accept proposal d
-        with probability p(d); a rejected row samples from p with d removed, renormalized
-        (the exponential race needs no renormalizing), so every row still draws from p."""
+        """Rejection sampling: accept proposal d, drawn from q, with probability
+        min(1, p(d) / q(d)); a rejected row samples from max(p - q, 0), renormalized (the
+        exponential race needs no renormalizing), so every row still draws from p. Without
+        ``q`` the draft is one-hot (n-gram proposals): accept with p(d), else p without d."""
         dev = self.device
         u = torch.rand(len(rows), generator=self._generator, device=dev)
         for i, r in enumerate(rows):
@@ -171,12 +182,20 @@ class Sampler:
                 u[i] = torch.rand((), generator=r.generator, device=dev)
         has = torch.tensor([d is not None for d in drafts], device=dev)
         d = torch.tensor(_drafts_or_zero(drafts), device=dev)
+        probs = probs / probs.sum(-1, keepdim=True)  # min_p leaves its rows unnormalized
         p_d = probs.gather(1, d[:, None])[:, 0]
-        accepted = has & (u < p_d)
-        rejected = has & ~accepted & (p_d < 1.0)
-        probs = probs.clone()
-        probs[rejected, d[rejected]] = 0.0
-        return accepted, probs
+        if q is None:
+            accepted = has & (u < p_d)
+            rejected = has & ~accepted & (p_d < 1.0)
+            probs = probs.clone()
+            probs[rejected, d[rejected]] = 0.0
+            return accepted, probs
+        q = q.to(probs.device, probs.dtype)
+        accepted = has & (u * q.gather(1, d[:, None])[:, 0] < p_d)
+        residual = (probs - q).clamp_(min=0.0)
+        # Where p <= q everywhere (p == q up to rounding) nothing is left: p itself then.
+        rejected = has & ~accepted & (residual.sum(-1) > 0)
+        return accepted, torch.where(rejected[:, None], residual, probs)
 
     def _logprobs(
         self, raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]

@@ -104,6 +104,7 @@ def _merge(into: RequestOutput, delta: RequestOutput) -> None:
         into.prompt_logprobs = delta.prompt_logprobs
     into.finished = delta.finished
     into.num_cached_tokens = delta.num_cached_tokens
+    into.spec_decode = delta.spec_decode  # the request's counts so far, not a delta
 
 
 def _copy(c: CompletionOutput) -> CompletionOutput:

@@ -23,6 +23,7 @@ from llmkit.outputs import (
     Logprob,
     PositionLogprobs,
     RequestOutput,
+    SpecDecodeCounts,
 )
 from llmkit.protocol.messages import Message, ProtocolError, describe, kind_of, matches
 from llmkit.sampling_params import (
@@ -124,6 +125,8 @@ def output_to_wire(output: EngineOutput, first: bool) -> Message:
         }
         for c in output.outputs
     ]
+    if output.spec_decode is not None:
+        data["spec_decode"] = list(dataclasses.astuple(output.spec_decode))
     return data
 
 
@@ -157,6 +160,7 @@ def output_from_wire(data: Message, request_id: str) -> EngineOutput:
         ],
         finished=data["finished"],
         num_cached_tokens=data["num_cached_tokens"],
+        spec_decode=None if "spec_decode" not in data else SpecDecodeCounts(*data["spec_decode"]),
     )
 
 

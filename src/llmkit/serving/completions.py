@@ -12,9 +12,10 @@ from llmkit.protocol.openai import (
     CompletionRequest,
     CompletionResponse,
 )
+from llmkit.serving.beam_search import beam_search_params
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import run_streams, start_generation
+from llmkit.serving.engine_calls import run_streams, start_beam_search, start_generation
 from llmkit.serving.errors import bad_request
 from llmkit.serving.logprobs import completion_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
@@ -40,12 +41,12 @@ async def prepare_completion(
     options = StreamSettings.of(req, ctx.options.force_include_usage)
     if req.suffix:
         raise bad_request("suffix is not supported", "suffix")
-    if req.best_of is not None and req.best_of != req.n:
+    if req.best_of is not None and req.best_of != req.n and not req.use_beam_search:
         raise bad_request(f"best_of must equal n ({req.n}) if given, got {req.best_of}", "best_of")
     prompts = await tokenize_inputs(ctx, req.prompt, "prompt")
-    max_model_len = ctx.engine.model_info.max_model_len
+    info = ctx.engine.model_info
     for prompt in prompts:
-        check_context_length(len(prompt.token_ids), req.max_tokens, max_model_len, "prompt")
+        check_context_length(len(prompt.token_ids), req.max_tokens, info.max_model_len, "prompt")
     prompt_logprobs = req.prompt_logprobs
     if req.echo and req.logprobs is not None:
         # An echoed prompt comes with its own logprobs, as OpenAI's API returns them.
@@ -59,7 +60,13 @@ async def prepare_completion(
     )
     ctx.log_request(request_id, req.prompt, sum(len(p.token_ids) for p in prompts), params)
     lora = ctx.loras.get(model)
-    streams = start_generation(ctx, request_id, prompts, params, req.priority, lora_request=lora)
+    if req.use_beam_search:
+        longest = max(len(p.token_ids) for p in prompts)
+        max_tokens = req.max_tokens or info.max_model_len - longest
+        beams = beam_search_params(req, max_tokens, info.max_logprobs)
+        streams = start_beam_search(ctx, request_id, prompts, beams, req.priority, lora)
+    else:
+        streams = start_generation(ctx, request_id, prompts, params, req.priority, lora)
     return CompletionJob(
         request_id=request_id,
         model=model,
@@ -94,7 +101,7 @@ async def create_completion(ctx: ServingContext, job: CompletionJob) -> Completi
         usage.note_cached(i, out)
         if out.prompt_logprobs is not None:
             prompt_logprobs[i] = out.prompt_logprobs
-        for o in out.outputs:
+        for o in out.outputs[:n]:  # beam search answers with its best_of beams, best first
             usage.completion_tokens += len(o.token_ids)
             choices[i * n + o.index].add(o)
 

@@ -15,6 +15,8 @@ from typing import TypeVar
 import anyio
 from anyio.abc import ObjectSendStream
 
+from llmkit.engine.beam_search import BeamSearchParams
+from llmkit.engine.beam_search_stream import start_beam_search as beam_search
 from llmkit.engine.protocol import OutputStream
 from llmkit.errors import LLMKitError
 from llmkit.lora_request import LoRARequest
@@ -45,6 +47,29 @@ def start_generation(
     def start(prompt: EnginePrompt, rid: str) -> OutputStream[RequestOutput]:
         return ctx.engine.generate(
             prompt.as_input(), params, request_id=rid, priority=priority, lora_request=lora_request
+        )
+
+    return _start(ctx, request_id, prompts, start)
+
+
+def start_beam_search(
+    ctx: ServingContext,
+    request_id: str,
+    prompts: list[EnginePrompt],
+    params: BeamSearchParams,
+    priority: int,
+    lora_request: LoRARequest | None = None,
+) -> list[OutputStream[RequestOutput]]:
+    """Start one beam search per prompt, each a stream of one output; see :func:`_start`."""
+
+    def start(prompt: EnginePrompt, rid: str) -> OutputStream[RequestOutput]:
+        return beam_search(
+            ctx.engine,
+            prompt.as_input(),
+            params,
+            request_id=rid,
+            priority=priority,
+            lora_request=lora_request,
         )
 
     return _start(ctx, request_id, prompts, start)

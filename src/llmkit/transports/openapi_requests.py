@@ -83,7 +83,14 @@ def fit_requests(schemas: dict[str, Any], model: ServedModel) -> None:
         ]
     }
     completion["properties"]["suffix"] = _nullable({"type": "string", "maxLength": 0})
-    completion["properties"]["best_of"]["description"] = "Must equal n when given."
+    completion["properties"]["best_of"]["description"] = (
+        "Must equal n when given; with use_beam_search, the number of beams (at least n)."
+    )
+    completion["properties"]["use_beam_search"]["description"] = (
+        "vLLM's beam search: the best n of best_of (or n) beams as the choices. Not with "
+        "stream; each beam reads twice the beams' number of logprobs a step, which must be "
+        "within the engine's max_logprobs."
+    )
     completion["description"] = _PROMPT_FITS
     chat = schemas["ChatCompletionRequest"]
     chat["description"] = _CHAT_RULES

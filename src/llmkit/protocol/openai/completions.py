@@ -24,6 +24,10 @@ class CompletionRequest(SamplingFields):
     logprobs: NonNegativeInt | None = None
     best_of: PositiveInt | None = None
     suffix: str | None = None
+    # vLLM's beam search: best_of (or n) beams, the best n of them as the choices.
+    use_beam_search: bool = False
+    length_penalty: float = 1.0
+    early_stopping: bool | None = None
 
 
 class CompletionLogprobs(BaseModel):
