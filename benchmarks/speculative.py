@@ -1,7 +1,8 @@
 """N-gram speculative decoding on SmolLM2 (CPU): tok/s and forward passes per token, with
 and without, on an input-echo workload (edit a given passage) and open-ended chat.
 
-    python benchmarks/speculative.py [--model smollm2] [--max-tokens 96] [--k 4]
+    python benchmarks/speculative.py [--model smollm2] [--max-tokens 96] [--k 4] \
+        [--disable-by-batch-size N]
 
 Each workload runs single-stream (one request at a time) and 8-stream (eight at once),
 greedy, on one engine without speculation and one with, in the same process; the greedy
@@ -66,12 +67,14 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--disable-by-batch-size", type=int, help="vLLM's speculative setting")
     args = ap.parse_args()
     spec = {
         "method": "ngram",
         "num_speculative_tokens": args.k,
         "prompt_lookup_max": 4,
         "prompt_lookup_min": 2,
+        "disable_by_batch_size": args.disable_by_batch_size,
     }
     plain = LLM(args.model, max_model_len=1024)
     fast = LLM(args.model, max_model_len=1024, speculative_config=spec)

@@ -15,8 +15,14 @@ _QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 # vLLM V1's default: as many as fit in the context.
 _DEFAULT_IMAGE_LIMIT = 999
-_NGRAM = {"num_speculative_tokens": 4, "prompt_lookup_max": 5, "prompt_lookup_min": 1}
-_DRAFT = {"num_speculative_tokens": 4, "model": None}
+# disable_by_batch_size: no proposals in a step with this many running requests or more.
+_NGRAM = {
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 5,
+    "prompt_lookup_min": 1,
+    "disable_by_batch_size": None,
+}
+_DRAFT = {"num_speculative_tokens": 4, "model": None, "disable_by_batch_size": None}
 _SPEC_DEFAULTS: dict[Any, dict[str, Any]] = {"ngram": _NGRAM, "draft_model": _DRAFT}  # vLLM's
 
 
@@ -310,8 +316,10 @@ def _speculative(spec: object) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"speculative_config has unknown field(s) for {method}: {unknown}")
     out = {**defaults, **spec, "method": method}
-    for name in set(defaults) - {"model"}:
+    for name in set(defaults) - {"model", "disable_by_batch_size"}:
         _at_least(f"speculative_config's {name}", out[name], 1)
+    if out["disable_by_batch_size"] is not None:  # vLLM's rule: a batch, not one request
+        _at_least("speculative_config's disable_by_batch_size", out["disable_by_batch_size"], 2)
     if method == "ngram" and out["prompt_lookup_min"] > out["prompt_lookup_max"]:
         raise ValueError("speculative_config's prompt_lookup_min must be <= prompt_lookup_max")
     if method == "draft_model" and not (isinstance(out["model"], str) and out["model"]):

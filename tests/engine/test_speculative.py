@@ -137,8 +137,24 @@ def test_seeded_sampling_with_speculation_is_reproducible(engines):
         ({"method": "draft_model"}, "model"),
         ({"model": "demo", "num_speculative_tokens": 0}, "num_speculative_tokens"),
         ({"model": "demo", "prompt_lookup_max": 2}, "prompt_lookup_max"),
+        ({"method": "ngram", "disable_by_batch_size": 1}, "disable_by_batch_size"),
     ],
 )
 def test_bad_speculative_configs_name_the_field(spec, field):
     with pytest.raises(ValueError, match=field):
         EngineConfig(model="demo", speculative_config=spec)
+
+
+def test_no_proposals_at_the_batch_size_that_disables_them():
+    """vLLM's ``disable_by_batch_size``: a step with that many running requests proposes
+    nothing (rows spent on proposals no longer shorten a batch's slowest request); fewer
+    propose as before. Greedy output is the same either way."""
+    llm = LLM(
+        "smollm2", max_model_len=384, speculative_config={**NGRAM, "disable_by_batch_size": 2}
+    )
+    params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    together = llm.generate([CODE, CODE + "# again"], params, use_tqdm=False)
+    assert all(o.spec_decode is None or not o.spec_decode.num_drafts for o in together)
+    alone = llm.generate([CODE], params, use_tqdm=False)[0]
+    assert alone.outputs[0].token_ids == together[0].outputs[0].token_ids
+    assert alone.spec_decode is not None and alone.spec_decode.num_drafts > 0

@@ -79,6 +79,8 @@ class SpeculativeDecoder:
         )
         self.draft = draft
         self.k = spec["num_speculative_tokens"] if spec else 0
+        # vLLM's: at this many running requests a step's rows are better spent on them all
+        self.disable_at: int | None = spec["disable_by_batch_size"] if spec else None
         self.max_model_len = max_model_len
         self._probs: dict[Request, torch.Tensor | None] = {}  # this step's draft q
         self.totals = SpecDecodeCounts()
@@ -94,6 +96,9 @@ class SpeculativeDecoder:
             return
         for req in running:
             req.spec_token_ids.clear()
+        if self.disable_at is not None and len(running) >= self.disable_at:
+            return
+        for req in running:
             if req.sampling_params is None or req.matcher is not None:
                 continue
             if req.num_computed_tokens != req.num_tokens - 1:
