@@ -122,30 +122,43 @@ static void rope(float *x, int64_t heads, int64_t D, const float *cos, const flo
     }
 }
 
-/* One query head of one row over its request's paged context. */
+/* Query heads [h0, h0 + count) of one row over its request's paged context, token by token:
+ * each slot's keys and values (all KV heads side by side) are read once for all of them.
+ * s: count * (len + 1) floats of scratch. */
 static void attend(const Model *mdl, const Layer *L, const float *q, float *out, float *s,
-                   const int32_t *table, int64_t len, int64_t hk) {
+                   const int32_t *table, int64_t len, int64_t h0, int64_t count) {
     const int64_t D = mdl->head_dim, BS = mdl->block_size, stride = mdl->kv_heads * D;
-    float top = -INFINITY, sum = 0.f;
+    const int64_t group = mdl->heads / mdl->kv_heads;
+    float *inv = s + count * len;
     for (int64_t t = 0; t < len; t++) {
-        const float *k = L->k_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride + hk * D;
-        float dot = 0.f;
-        for (int64_t d = 0; d < D; d++) dot += q[d] * k[d];
-        s[t] = dot * mdl->scale;
-        top = s[t] > top ? s[t] : top;
+        const float *k = L->k_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride;
+        for (int64_t g = 0; g < count; g++) {
+            const float *qh = q + (h0 + g) * D, *kh = k + (h0 + g) / group * D;
+            float dot = 0.f;
+            for (int64_t d = 0; d < D; d++) dot += qh[d] * kh[d];
+            s[g * len + t] = dot * mdl->scale;
+        }
     }
+    for (int64_t g = 0; g < count; g++) {
+        float *sg = s + g * len, top = -INFINITY, sum = 0.f;
+        for (int64_t t = 0; t < len; t++) top = sg[t] > top ? sg[t] : top;
+        for (int64_t t = 0; t < len; t++) {
+            sg[t] = expf(sg[t] - top);
+            sum += sg[t];
+        }
+        inv[g] = 1.f / sum;
+    }
+    memset(out + h0 * D, 0, sizeof(float) * (size_t)(count * D));
     for (int64_t t = 0; t < len; t++) {
-        s[t] = expf(s[t] - top);
-        sum += s[t];
+        const float *v = L->v_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride;
+        for (int64_t g = 0; g < count; g++) {
+            const float p = s[g * len + t], *vh = v + (h0 + g) / group * D;
+            float *o = out + (h0 + g) * D;
+            for (int64_t d = 0; d < D; d++) o[d] += p * vh[d];
+        }
     }
-    memset(out, 0, sizeof(float) * (size_t)D);
-    for (int64_t t = 0; t < len; t++) {
-        const float *v = L->v_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride + hk * D;
-        const float p = s[t];
-        for (int64_t d = 0; d < D; d++) out[d] += p * v[d];
-    }
-    const float inv = 1.f / sum;
-    for (int64_t d = 0; d < D; d++) out[d] *= inv;
+    for (int64_t g = 0; g < count; g++)
+        for (int64_t d = 0; d < D; d++) out[(h0 + g) * D + d] *= inv[g];
 }
 
 static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t *positions,
@@ -173,10 +186,13 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
         }
     }
 #pragma omp barrier
-    for (int64_t j = M * NH * i / n; j < M * NH * (i + 1) / n; j++) {
-        const int64_t m = j / NH, hq = j % NH;
-        attend(mdl, L, w->qkv + m * qkv_n + hq * D, w->attn + m * attn_n + hq * D, score,
-               tables + m * width, seq_lens[m], hq / (NH / NKV));
+    /* A row's heads together (its keys and values read once), or with fewer rows than
+     * twice the threads one query head an item, so that every thread has work. */
+    const int64_t per = M >= 2 * n ? NH : 1, items = M * NH / per;
+    for (int64_t j = items * i / n; j < items * (i + 1) / n; j++) {
+        const int64_t m = j / (NH / per), h0 = j % (NH / per) * per;
+        attend(mdl, L, w->qkv + m * qkv_n, w->attn + m * attn_n, score, tables + m * width,
+               seq_lens[m], h0, per);
     }
 #pragma omp barrier
     quantize_for(&L->o, w->attn, w, M, m0, m1);
@@ -236,8 +252,8 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc((size_t)(M * kp)),
         malloc(sizeof(float) * (size_t)(M * kp / 32)),
         malloc(sizeof(float) * (size_t)(M * kp / 32)),
-        malloc(sizeof(float) * (size_t)(nt * longest)),
-        longest,
+        malloc(sizeof(float) * (size_t)(nt * NH * (longest + 1))),
+        NH * (longest + 1),
     };
     int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.q && w.xscale && w.xsum && w.scores
                      ? 0
