@@ -1,8 +1,8 @@
-"""Quantized linear layers: int8 / int4 weight-only and w8a8 on torch's kernels, w4a8 on ours.
+"""Quantized linear layers: int8 / int4 weight-only on torch's kernels, w8a8 and w4a8 on ours.
 
-The weights are quantized once from the loaded full-precision layer. int8 and w8a8: one
-symmetric scale per output channel. int4: asymmetric, a scale and a zero per group of
-``group_size`` input columns of each output channel.
+The weights are quantized once from the loaded full-precision layer. int8: one symmetric
+scale per output channel. int4: asymmetric, a scale and a zero per group of ``group_size``
+input columns of each output channel.
 
 - ``int8``, ``int4``: weight-only, on torch's packed kernels (``_weight_int8pack_mm``,
   ``_weight_int4pack_mm[_for_cpu]``) with bfloat16 activations; float32 inputs take a CPU
