@@ -15,14 +15,10 @@ _QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 # vLLM V1's default: as many as fit in the context.
 _DEFAULT_IMAGE_LIMIT = 999
-# disable_by_batch_size: no proposals in a step with this many running requests or more.
-_NGRAM = {
-    "num_speculative_tokens": 4,
-    "prompt_lookup_max": 5,
-    "prompt_lookup_min": 1,
-    "disable_by_batch_size": None,
-}
-_DRAFT = {"num_speculative_tokens": 4, "model": None, "disable_by_batch_size": None}
+# disable_by_batch_size (vLLM's, >= 2): no proposals in a step with that many requests running
+_SPEC = {"num_speculative_tokens": 4, "disable_by_batch_size": None}
+_NGRAM = {**_SPEC, "prompt_lookup_max": 5, "prompt_lookup_min": 1}
+_DRAFT = {**_SPEC, "model": None}
 _SPEC_DEFAULTS: dict[Any, dict[str, Any]] = {"ngram": _NGRAM, "draft_model": _DRAFT}  # vLLM's
 
 
@@ -242,20 +238,15 @@ class EngineConfig:
             raise ValueError(
                 f"block_size must be a power of two from 1 to 128, got {self.block_size}"
             )
-        if self.max_model_len is not None:
-            _at_least("max_model_len", self.max_model_len, 1)
-        if self.max_num_batched_tokens is not None:
-            _at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1)
-        if self.num_kv_blocks is not None:
-            _at_least("num_kv_blocks", self.num_kv_blocks, 1)
+        _at_least("max_model_len", self.max_model_len, 1, None)
+        _at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1, None)
+        _at_least("num_kv_blocks", self.num_kv_blocks, 1, None)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        if self.max_queued_requests is not None:
-            _at_least("max_queued_requests", self.max_queued_requests, 1)
-        if self.max_queued_tokens is not None:
-            _at_least("max_queued_tokens", self.max_queued_tokens, 1)
+        _at_least("max_queued_requests", self.max_queued_requests, 1, None)
+        _at_least("max_queued_tokens", self.max_queued_tokens, 1, None)
         _at_least("max_loras", self.max_loras, 1)
         _at_least("max_lora_rank", self.max_lora_rank, 1)
         if self.enable_lora and self.tensor_parallel_size > 1:
@@ -318,8 +309,7 @@ def _speculative(spec: object) -> dict[str, Any]:
     out = {**defaults, **spec, "method": method}
     for name in set(defaults) - {"model", "disable_by_batch_size"}:
         _at_least(f"speculative_config's {name}", out[name], 1)
-    if out["disable_by_batch_size"] is not None:  # vLLM's rule: a batch, not one request
-        _at_least("speculative_config's disable_by_batch_size", out["disable_by_batch_size"], 2)
+    _at_least("speculative_config's disable_by_batch_size", out["disable_by_batch_size"], 2, None)
     if method == "ngram" and out["prompt_lookup_min"] > out["prompt_lookup_max"]:
         raise ValueError("speculative_config's prompt_lookup_min must be <= prompt_lookup_max")
     if method == "draft_model" and not (isinstance(out["model"], str) and out["model"]):
@@ -332,6 +322,9 @@ def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def _at_least(name: str, value: int, low: int) -> None:
+def _at_least(name: str, value: int | None, low: int, unset: object = ...) -> None:
+    """``value`` an integer >= ``low``, or ``unset`` (an optional field's None)."""
+    if value is unset:
+        return
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

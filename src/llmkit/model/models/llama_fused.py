@@ -15,19 +15,31 @@ import ctypes
 import functools
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import Any, Protocol
 
 import torch
+from torch import nn
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
 from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
+from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.q8 import Q8Linear
 from llmkit.model.layers.quant import QuantizedLinear
+from llmkit.model.layers.rotary import RotaryEmbedding
 
-if TYPE_CHECKING:
-    from llmkit.model.models.llama import LlamaDecoderLayer, LlamaModel
+
+class LlamaStack(Protocol):
+    """What the kernel reads of a :class:`llmkit.model.models.llama.LlamaModel` (named by
+    shape, not imported: that module imports this one)."""
+
+    layers: nn.ModuleList
+    rotary: RotaryEmbedding
+    norm: RMSNorm
+
+    def run_layers(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor: ...
+
 
 SOURCE = SOURCES / "llama_decode.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
@@ -113,7 +125,8 @@ def _linear(layer: object) -> _Linear | None:
     )
 
 
-def _layer(layer: LlamaDecoderLayer, caches: tuple[torch.Tensor, torch.Tensor]) -> _Layer | None:
+def _layer(layer: Any, caches: tuple[torch.Tensor, torch.Tensor]) -> _Layer | None:
+    """A ``LlamaDecoderLayer``'s view for the kernel, or None where it does not fit."""
     attn, mlp = layer.self_attn, layer.mlp
     norms = (layer.input_layernorm, layer.post_attention_layernorm)
     linears = [_linear(m) for m in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)]
@@ -139,7 +152,7 @@ class _Plan:
 
 
 class FusedDecode:
-    """Runs a :class:`LlamaModel`'s layers for a decode step in one call where it can."""
+    """Runs a ``LlamaModel``'s layers for a decode step in one call where it can."""
 
     def __init__(self, tp_size: int) -> None:
         self.enabled = tp_size == 1  # a sharded layer's output is summed over the ranks
@@ -147,7 +160,7 @@ class FusedDecode:
         self._unfit: list | None = None  # the KV caches found unfit, not checked again
 
     def __call__(
-        self, model: LlamaModel, x: torch.Tensor, ctx: ForwardContext
+        self, model: LlamaStack, x: torch.Tensor, ctx: ForwardContext
     ) -> torch.Tensor | None:
         """The step's last hidden states from its input rows ``x`` ``[T, hidden]`` (a fresh
         tensor, updated in place), or None (nothing done) where the kernel does not apply.
@@ -199,7 +212,7 @@ class FusedDecode:
             raise MemoryError("the fused decode kernel ran out of memory")
         return x
 
-    def _plan_for(self, model: LlamaModel, ctx: ForwardContext) -> _Plan | None:
+    def _plan_for(self, model: LlamaStack, ctx: ForwardContext) -> _Plan | None:
         caches = ctx.kv_caches
         if self._plan is not None and self._plan.kv_caches is caches:
             return self._plan
@@ -224,8 +237,8 @@ def _fits(ctx: ForwardContext) -> bool:
     )
 
 
-def _make_plan(model: LlamaModel, kv_caches: list) -> _Plan | None:
-    decoders = cast("list[LlamaDecoderLayer]", list(model.layers))
+def _make_plan(model: LlamaStack, kv_caches: list) -> _Plan | None:
+    decoders: list[Any] = list(model.layers)
     first, rotary = decoders[0].self_attn, model.rotary
     if first.head_dim > _MAX_HEAD_DIM or rotary.cos.dtype != torch.float32:
         return None
