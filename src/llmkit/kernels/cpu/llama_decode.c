@@ -20,20 +20,24 @@
 #define tile w4_tile
 #define gemm_tiles w4_gemm_tiles
 #define quantize_rows w4_quantize_rows
+#define run_job w4_run_job
 #include "w4a8.c"
 #undef Job
 #undef tile
 #undef gemm_tiles
 #undef quantize_rows
+#undef run_job
 #define Job Q8Job
 #define tile q8_tile
 #define gemm_tiles q8_gemm_tiles
 #define quantize_rows q8_quantize_rows
+#define run_job q8_run_job
 #include "q8.c"
 #undef Job
 #undef tile
 #undef gemm_tiles
 #undef quantize_rows
+#undef run_job
 
 enum { W4A8 = 0, Q8 = 1 };
 
@@ -108,6 +112,12 @@ static void rms_norm(const float *x, const float *weight, float *out, int64_t n,
 static void add_bias(float *row, const float *bias, int64_t n) {
     if (bias != NULL)
         for (int64_t i = 0; i < n; i++) row[i] += bias[i];
+}
+
+/* The residual stream's row x += a linear's output row (+ its bias). */
+static void add_residual(float *x, float *out, const float *bias, int64_t n) {
+    add_bias(out, bias, n);
+    for (int64_t i = 0; i < n; i++) x[i] += out[i];
 }
 
 /* x * cos + roll(x, D / 2) * sin, in place, for `heads` heads of D. */
@@ -200,10 +210,8 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     matmul_for(&L->o, w->out, w, M, i, n);
 #pragma omp barrier
     for (int64_t m = m0; m < m1; m++) {
-        float *xr = x + m * H, *orow = w->out + m * H;
-        add_bias(orow, L->o.bias, H);
-        for (int64_t k = 0; k < H; k++) xr[k] += orow[k];
-        rms_norm(xr, L->norm2, w->xn + m * H, H, mdl->eps);
+        add_residual(x + m * H, w->out + m * H, L->o.bias, H);
+        rms_norm(x + m * H, L->norm2, w->xn + m * H, H, mdl->eps);
     }
     quantize_for(&L->gate_up, w->xn, w, M, m0, m1);
 #pragma omp barrier
@@ -218,11 +226,7 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
 #pragma omp barrier
     matmul_for(&L->down, w->out, w, M, i, n);
 #pragma omp barrier
-    for (int64_t m = m0; m < m1; m++) {
-        float *xr = x + m * H, *orow = w->out + m * H;
-        add_bias(orow, L->down.bias, H);
-        for (int64_t k = 0; k < H; k++) xr[k] += orow[k];
-    }
+    for (int64_t m = m0; m < m1; m++) add_residual(x + m * H, w->out + m * H, L->down.bias, H);
     /* The next layer's first phase reads only these rows: no barrier needed here. */
 }
 

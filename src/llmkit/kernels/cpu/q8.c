@@ -98,36 +98,20 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
         }
     }
     const int64_t width = N - t * 8 < 8 ? N - t * 8 : 8;
-    for (int r = 0; r < mt; r++) {
-        float *o = job->out + (m0 + r) * N + t * 8;
-        if (width == 8) {
-            _mm256_storeu_ps(o, acc[r]);
-        } else {
-            float spare[8];
-            _mm256_storeu_ps(spare, acc[r]);
-            memcpy(o, spare, sizeof(float) * (size_t)width);
-        }
-    }
+    for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * N + t * 8, acc[r], width);
 }
 
 /* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
  * rounded up to 32, N's tiles padded to 8 columns). Returns 0, or -1 out of memory. */
 int q8_linear(const float *x, const int8_t *w, const uint16_t *scale, float *out, int64_t M,
               int64_t K, int64_t Kp, int64_t N, int64_t n_threads) {
-    const int64_t tiles = (N + 7) / 8;
     if (M == 0) return 0;
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
     const int status = q != NULL && xscale != NULL ? 0 : -1;
     if (status == 0) {
         const Job job = {x, w, scale, out, q, xscale, M, K, Kp, N};
-#pragma omp parallel num_threads(n_threads < 1 ? 1 : (int)n_threads)
-        {
-            const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
-            quantize_rows(&job, M * i / n, M * (i + 1) / n);
-#pragma omp barrier
-            gemm_tiles(&job, tiles * i / n, tiles * (i + 1) / n);
-        }
+        run_job(&job, n_threads);
     }
     free(q);
     free(xscale);

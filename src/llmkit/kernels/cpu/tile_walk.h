@@ -1,9 +1,11 @@
 /* The walk over output tiles of a tiled kernel (w4a8.c, q8.c). A kernel includes this after
- * tiled.h and after defining its Job (with the row count M); it defines tile(job, t, m0, mt),
- * which computes mt <= MT rows of tile t. No include guard: llama_decode.c includes both
- * kernels, each under its own names for Job, tile and gemm_tiles.
+ * tiled.h and after defining its Job (with the row count M and output count N); it defines
+ * tile(job, t, m0, mt), which computes mt <= MT rows of tile t, and quantize_rows(job, first,
+ * last). No include guard: llama_decode.c includes both kernels, each under its own names
+ * for Job, tile, quantize_rows, gemm_tiles and run_job.
  */
 static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t, int64_t m0, int mt);
+static void quantize_rows(const Job *job, int64_t first, int64_t last);
 
 /* Output tiles [first, last), ROW_BLOCK rows at a time, MT rows a pass. */
 static void gemm_tiles(const Job *job, int64_t first, int64_t last) {
@@ -22,3 +24,16 @@ static void gemm_tiles(const Job *job, int64_t first, int64_t last) {
     }
 }
 
+
+/* The whole matmul on n_threads OpenMP threads (torch's pool, see build.py): the rows
+ * quantized, then the output tiles computed, each split over the threads. */
+static void run_job(const Job *job, int64_t n_threads) {
+    const int64_t tiles = (job->N + 7) / 8, M = job->M;
+#pragma omp parallel num_threads(n_threads < 1 ? 1 : (int)n_threads)
+    {
+        const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
+        quantize_rows(job, M * i / n, M * (i + 1) / n);
+#pragma omp barrier
+        gemm_tiles(job, tiles * i / n, tiles * (i + 1) / n);
+    }
+}

@@ -4,6 +4,7 @@
 #ifndef LLMKIT_TILED_H
 #define LLMKIT_TILED_H
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,6 +30,17 @@ static inline __attribute__((always_inline)) int32_t quantize_block(const float 
     memset(q + n, 0, (size_t)(32 - n));
     *scale = peak / 127.f;
     return s;
+}
+
+/* One row of a tile's output: its 8 columns, less the last tile's spare ones. */
+static inline __attribute__((always_inline)) void store_tile(float *o, __m256 y, int64_t width) {
+    if (width == 8) {
+        _mm256_storeu_ps(o, y);
+    } else {
+        float spare[8];
+        _mm256_storeu_ps(spare, y);
+        memcpy(o, spare, sizeof(float) * (size_t)width);
+    }
 }
 
 #endif

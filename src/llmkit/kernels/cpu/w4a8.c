@@ -126,17 +126,7 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
             acc[r] = _mm256_fmadd_ps(z, _mm256_set1_ps(job->xsum[(m0 + r) * groups + g]), acc[r]);
     }
     const int64_t width = N - t * 8 < 8 ? N - t * 8 : 8;
-    for (int r = 0; r < mt; r++) {
-        const __m256 y = acc[r];
-        float *o = job->out + (m0 + r) * N + t * 8;
-        if (width == 8) {
-            _mm256_storeu_ps(o, y);
-        } else {
-            float spare[8];
-            _mm256_storeu_ps(spare, y);
-            memcpy(o, spare, sizeof(float) * (size_t)width);
-        }
-    }
+    for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * N + t * 8, acc[r], width);
 }
 
 /* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
@@ -144,7 +134,6 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
 int w4a8_linear(const float *x, const uint8_t *w, const uint16_t *scale, const uint16_t *min,
                 float *out, int64_t M, int64_t K, int64_t Kp, int64_t N, int64_t G,
                 int64_t n_threads) {
-    const int64_t tiles = (N + 7) / 8;
     if (M == 0) return 0;
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
@@ -152,13 +141,7 @@ int w4a8_linear(const float *x, const uint8_t *w, const uint16_t *scale, const u
     const int status = q != NULL && xscale != NULL && xsum != NULL ? 0 : -1;
     if (status == 0) {
         const Job job = {x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G};
-#pragma omp parallel num_threads(n_threads < 1 ? 1 : (int)n_threads)
-        {
-            const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
-            quantize_rows(&job, M * i / n, M * (i + 1) / n);
-#pragma omp barrier
-            gemm_tiles(&job, tiles * i / n, tiles * (i + 1) / n);
-        }
+        run_job(&job, n_threads);
     }
     free(q);
     free(xscale);
