@@ -47,6 +47,7 @@ typedef struct {
     int8_t *q;
     float *xscale;
     int64_t M, K, Kp, N;
+    int64_t ldo; /* out's row stride (see w4a8.c) */
 } Job;
 
 #include "tiled.h"
@@ -56,17 +57,7 @@ typedef struct {
 int q8_path(void) { return Q8_PATH; }
 
 static void quantize_rows(const Job *job, int64_t first, int64_t last) {
-    const int64_t K = job->K, Kp = job->Kp, blocks = Kp / 32;
-    for (int64_t m = first; m < last; m++) {
-        for (int64_t b = 0; b < blocks; b++) {
-            const int64_t k0 = b * 32, n = K < k0 ? 0 : (K < k0 + 32 ? K - k0 : 32);
-            const float *x = job->x + m * K + k0;
-            int8_t *q = job->q + m * Kp + k0;
-            float *scale = job->xscale + m * blocks + b;
-            if (n == 32) quantize_block(x, q, 32, scale); /* vectorized: a constant length */
-            else quantize_block(x, q, n, scale);
-        }
-    }
+    quantize_grouped(job->x, job->q, job->xscale, NULL, job->K, job->Kp, 32, first, last);
 }
 
 /* out[m0 .. m0 + mt, 8 t .. 8 t + 8] (the last tile's spare columns are dropped). */
@@ -98,7 +89,7 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
         }
     }
     const int64_t width = N - t * 8 < 8 ? N - t * 8 : 8;
-    for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * N + t * 8, acc[r], width);
+    for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * job->ldo + t * 8, acc[r], width);
 }
 
 /* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
@@ -110,7 +101,7 @@ int q8_linear(const float *x, const int8_t *w, const uint16_t *scale, float *out
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
     const int status = q != NULL && xscale != NULL ? 0 : -1;
     if (status == 0) {
-        const Job job = {x, w, scale, out, q, xscale, M, K, Kp, N};
+        const Job job = {x, w, scale, out, q, xscale, M, K, Kp, N, N};
         run_job(&job, n_threads);
     }
     free(q);

@@ -1,5 +1,5 @@
-/* What the tiled CPU kernels (w4a8.c, q8.c) share: a block of 32 activations to s8 codes,
- * and (tile_walk.h) the walk over output tiles.
+/* What the tiled CPU kernels (w4a8.c, q8.c, kq.c) share: activations to s8 codes by blocks
+ * of 32, a tile row's store, and (tile_walk.h) the walk over output tiles.
  */
 #ifndef LLMKIT_TILED_H
 #define LLMKIT_TILED_H
@@ -30,6 +30,28 @@ static inline __attribute__((always_inline)) int32_t quantize_block(const float 
     memset(q + n, 0, (size_t)(32 - n));
     *scale = peak / 127.f;
     return s;
+}
+
+/* Rows [first, last) of x [M, K] to s8 codes q [M, Kp] by blocks of 32 (zero-padded to Kp);
+ * xscale [M, Kp / 32] = each block's peak / 127; xsum [M, Kp / G] (if not NULL) = each group
+ * of G inputs' sum of codes times their block's scale (a weight's min term rides on it). */
+static void quantize_grouped(const float *x, int8_t *q, float *xscale, float *xsum, int64_t K,
+                             int64_t Kp, int64_t G, int64_t first, int64_t last) {
+    const int64_t groups = Kp / G, blocks = Kp / 32;
+    for (int64_t m = first; m < last; m++) {
+        const float *xm = x + m * K;
+        int8_t *qm = q + m * Kp;
+        float *sm = xscale + m * blocks, *gm = xsum == NULL ? NULL : xsum + m * groups;
+        if (gm != NULL)
+            for (int64_t g = 0; g < groups; g++) gm[g] = 0.f;
+        for (int64_t b = 0; b < blocks; b++) {
+            const int64_t k0 = b * 32, n = K < k0 ? 0 : (K < k0 + 32 ? K - k0 : 32);
+            /* the full blocks with a constant length, which the compiler vectorizes */
+            const int32_t s = n == 32 ? quantize_block(xm + k0, qm + k0, 32, sm + b)
+                                      : quantize_block(xm + k0, qm + k0, n, sm + b);
+            if (gm != NULL) gm[k0 / G] += sm[b] * (float)s;
+        }
+    }
 }
 
 /* One row of a tile's output: its 8 columns, less the last tile's spare ones. */

@@ -60,6 +60,7 @@ typedef struct {
     int8_t *q;
     float *xscale, *xsum;
     int64_t M, K, Kp, N, G;
+    int64_t ldo; /* out's row stride: N, or wider where this is one part of a stacked output */
 } Job;
 
 #include "tiled.h"
@@ -68,23 +69,8 @@ typedef struct {
 /* Which instructions this build multiplies with: 0 AVX2, 1 AVX-VNNI, 2 AVX512-VNNI. */
 int w4a8_path(void) { return W4A8_PATH; }
 
-/* Rows [first, last) of x to s8 by blocks of 32, zero-padded to Kp; xscale = each block's
- * peak / 127, xsum = each group's sum of codes times their block's scale. */
 static void quantize_rows(const Job *job, int64_t first, int64_t last) {
-    const int64_t K = job->K, Kp = job->Kp, G = job->G, groups = Kp / G, blocks = Kp / 32;
-    for (int64_t m = first; m < last; m++) {
-        const float *x = job->x + m * K;
-        int8_t *q = job->q + m * Kp;
-        float *xscale = job->xscale + m * blocks, *xsum = job->xsum + m * groups;
-        for (int64_t g = 0; g < groups; g++) xsum[g] = 0.f;
-        for (int64_t b = 0; b < blocks; b++) {
-            const int64_t k0 = b * 32, n = K < k0 ? 0 : (K < k0 + 32 ? K - k0 : 32);
-            /* the full blocks with a constant length, which the compiler vectorizes */
-            const int32_t s = n == 32 ? quantize_block(x + k0, q + k0, 32, xscale + b)
-                                      : quantize_block(x + k0, q + k0, n, xscale + b);
-            xsum[k0 / G] += xscale[b] * (float)s;
-        }
-    }
+    quantize_grouped(job->x, job->q, job->xscale, job->xsum, job->K, job->Kp, job->G, first, last);
 }
 
 /* out[m0 .. m0 + mt, 8 t .. 8 t + 8] (the last tile's spare columns are dropped). */
@@ -126,7 +112,7 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
             acc[r] = _mm256_fmadd_ps(z, _mm256_set1_ps(job->xsum[(m0 + r) * groups + g]), acc[r]);
     }
     const int64_t width = N - t * 8 < 8 ? N - t * 8 : 8;
-    for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * N + t * 8, acc[r], width);
+    for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * job->ldo + t * 8, acc[r], width);
 }
 
 /* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
@@ -140,7 +126,7 @@ int w4a8_linear(const float *x, const uint8_t *w, const uint16_t *scale, const u
     float *xsum = malloc(sizeof(float) * (size_t)(M * (Kp / G)));
     const int status = q != NULL && xscale != NULL && xsum != NULL ? 0 : -1;
     if (status == 0) {
-        const Job job = {x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G};
+        const Job job = {x, w, scale, min, out, q, xscale, xsum, M, K, Kp, N, G, N};
         run_job(&job, n_threads);
     }
     free(q);

@@ -107,23 +107,35 @@ def from_q4_0(blocks: torch.Tensor, in_features: int) -> Packed:
 def _layout(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor) -> Packed:
     """Codes ``q`` uint8 ``[Np, Kp]`` and per-group ``scales``/``mins`` ``[Np, Kp / group]``
     (``Np`` whole tiles) laid out for the kernel."""
+    return Packed(nibbles(q), per_tile(scales), per_tile(mins))
+
+
+def nibbles(q: torch.Tensor) -> torch.Tensor:
+    """The low 4 bits of codes ``q`` uint8 ``[Np, Kp]`` in the kernel's layout: uint8
+    ``[tiles, Kp / 8, 32]`` (see the C file)."""
     np_, kp = q.shape
     # [tile, column, chunk of 8 inputs, half, 4] -> [tile, chunk, half, column, 4]
-    q = q.view(np_ // TILE, TILE, kp // 8, 2, 4).permute(0, 2, 3, 1, 4)
-    codes = (q[:, :, 0] | q[:, :, 1] << 4).reshape(np_ // TILE, kp // 8, 32)
+    q = (q & 15).view(np_ // TILE, TILE, kp // 8, 2, 4).permute(0, 2, 3, 1, 4)
+    return (q[:, :, 0] | q[:, :, 1] << 4).reshape(np_ // TILE, kp // 8, 32).contiguous()
 
-    def per_tile(t: torch.Tensor) -> torch.Tensor:
-        return t.view(np_ // TILE, TILE, -1).transpose(1, 2).contiguous()
 
-    return Packed(codes.contiguous(), per_tile(scales), per_tile(mins))
+def unnibble(codes: torch.Tensor) -> torch.Tensor:
+    """:func:`nibbles` undone: the 4-bit codes uint8 ``[Np, Kp]``."""
+    tiles, chunks, _ = codes.shape
+    halves = torch.stack([codes & 15, codes >> 4], dim=2).view(tiles, chunks, 2, TILE, 4)
+    return halves.permute(0, 3, 1, 2, 4).reshape(tiles * TILE, chunks * 8)
+
+
+def per_tile(t: torch.Tensor) -> torch.Tensor:
+    """A per-column table ``[Np, groups]`` as the kernels read it: ``[tiles, groups, 8]``."""
+    return t.view(t.shape[0] // TILE, TILE, -1).transpose(1, 2).contiguous()
 
 
 def dequantize(packed: Packed) -> torch.Tensor:
     """The padded weight ``[Np, Kp]`` in float32, as the kernel sees it."""
     codes, scales, mins = packed
     tiles, chunks, _ = codes.shape
-    halves = torch.stack([codes & 15, codes >> 4], dim=2).view(tiles, chunks, 2, TILE, 4)
-    q = halves.permute(0, 3, 1, 2, 4).reshape(tiles * TILE, -1, chunks * 8 // scales.shape[1])
+    q = unnibble(codes).view(tiles * TILE, -1, chunks * 8 // scales.shape[1])
 
     def per_column(t: torch.Tensor) -> torch.Tensor:
         return t.float().transpose(1, 2).reshape(tiles * TILE, -1, 1)
