@@ -16,8 +16,7 @@ from llmkit.bench.perplexity import perplexity
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.weights import iter_gguf_weights
-from llmkit.model.layers import q8
-from llmkit.model.layers.quant import QuantizedLinear
+from llmkit.model.layers.native import NativeEmbedding, NativeLinear
 from llmkit.model.names import installed_gguf, resolve_model
 
 DATA = Path(__file__).parents[1] / "data"
@@ -84,7 +83,7 @@ def dequantized(gguf_file) -> LLM:
 
 
 def _quantized_layers(llm: LLM) -> int:
-    return sum(isinstance(m, QuantizedLinear) for m in llm._core.runner.model.modules())
+    return sum(isinstance(m, NativeLinear) for m in llm._core.runner.model.model.layers.modules())
 
 
 def test_greedy_tokens_equal_transformers_gguf_in_float32(dequantized, hf_model, prompts):
@@ -133,7 +132,7 @@ def test_q4_1_layers_load_as_w4a8_with_the_files_numbers(gguf_file, hf_model):
     layers = {
         name: module
         for name, module in llm._core.runner.model.named_modules()
-        if isinstance(module, QuantizedLinear)
+        if isinstance(module, NativeLinear)
     }
     assert len(layers) == 30 * 4  # qkv, o, gate_up, down: every one Q4_1 in this file
     file_numbers = hf_model.state_dict()  # the file dequantized, in HF's row order
@@ -167,9 +166,10 @@ def test_native_load_is_the_default_and_its_perplexity_within_1_percent(gguf_fil
 def test_native_weights_are_the_files_bytes_not_a_float_copy(gguf_file):
     """Q4_1 layers, the Q8_0 embedding and the head tied to it stay as quantized as the file."""
     model = LLM(str(gguf_file), max_model_len=512)._core.runner.model
-    assert isinstance(model.model.embed_tokens, q8.Q8Embedding)
-    assert isinstance(model.lm_head, q8.Q8Linear)
-    assert model.lm_head.codes is model.model.embed_tokens.codes  # one copy serves both
+    assert isinstance(model.model.embed_tokens, NativeEmbedding)
+    assert isinstance(model.lm_head, NativeLinear)
+    head, embedding = model.lm_head.parts[0], model.model.embed_tokens.parts[0]
+    assert head.format.name == "Q8_0" and head.packed.codes is embedding.packed.codes  # one copy
     weights = {t.untyped_storage().data_ptr(): t for t in model.state_dict(keep_vars=True).values()}
     held = sum(t.untyped_storage().nbytes() for t in weights.values())
     table = gguf_table(resolve_model(str(gguf_file)))

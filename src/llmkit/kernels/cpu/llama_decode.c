@@ -1,4 +1,4 @@
-/* Every layer of a llama-family decoder's decode step in one call, for w4a8 or q8 weights.
+/* Every layer of a llama-family decoder's decode step in one call, for w4a8, q8 or kq weights.
  *
  * At one stream a 30-layer model spends as long in the torch ops and module calls between
  * its matmuls (norms, RoPE, the KV write, SwiGLU, residuals: ~35 ops a layer, each a few
@@ -8,13 +8,14 @@
  * SiLU-and-mul and down and residual, with barriers between the phases. Rows (phases that
  * work on a token) are split the same way in every phase, so a thread reads back only rows
  * it wrote itself between barriers; matmuls split their output tiles; attention splits
- * (row, query head) pairs. The matmuls are w4a8.c's and q8.c's (included, each under its
- * own names), so their numbers are the separate layers'; each linear says which it is.
+ * (row, query head) pairs. The matmuls are w4a8.c's, q8.c's and kq.c's (included, each under
+ * its own names), so their numbers are the separate layers'; each part of a linear says which
+ * it is, and a linear's parts (q, k, v) may differ: a Q4_K_M file's v is Q6_K on some layers.
  *
  * The rows are M one-token requests: row m is request m of the block tables (decode steps;
  * speculative proposals are rows of their own). All KV writes of a layer land before any of
  * its attention reads, so a row sees the rows of its request before it. Called by
- * model/models/llama_fused.py, which checks the layers fit (w4a8, float32, one rank).
+ * model/models/llama_fused.py, which checks the layers fit (native formats, float32, one rank).
  */
 #define Job W4Job
 #define tile w4_tile
@@ -38,14 +39,35 @@
 #undef gemm_tiles
 #undef quantize_rows
 #undef run_job
+#define Job KQJob
+#define tile kq_tile
+#define gemm_tiles kq_gemm_tiles
+#define quantize_rows kq_quantize_rows
+#define run_job kq_run_job
+#include "kq.c"
+#undef Job
+#undef tile
+#undef gemm_tiles
+#undef quantize_rows
+#undef run_job
 
-enum { W4A8 = 0, Q8 = 1 };
+enum { W4A8 = 0, Q8 = 1, KQ = 2 };
 
+/* One weight of a linear layer's stacked output rows, of one of the kernels' formats. */
 typedef struct {
-    const void *w;
-    const uint16_t *scale, *min; /* min: w4a8 only */
-    const float *bias;           /* or NULL */
-    int64_t K, Kp, N, G, kind;
+    const void *w, *hi;       /* the codes (kq: their low nibbles), kq's higher bits */
+    const void *scale, *min;  /* w4a8: float16 per group; q8: scale; kq: sc and mn */
+    const uint16_t *d, *dmin; /* kq's K formats: per 256 inputs */
+    int64_t N, kind, fmt;     /* fmt: kq's format */
+} Part;
+
+/* A linear layer: its parts' outputs side by side (q, k, v may each be another format),
+ * on one quantized input (every kernel's activations are s8 by blocks of 32). */
+typedef struct {
+    Part part[3];
+    int64_t parts;
+    const float *bias; /* or NULL */
+    int64_t K, Kp, N, G;
 } Linear;
 
 typedef struct {
@@ -68,37 +90,47 @@ typedef struct { /* scratch for one call, M rows */
     int64_t score_stride;
 } Work;
 
-static inline W4Job w4_job(const Linear *lin, const float *x, float *out, const Work *w, int64_t M) {
-    return (W4Job){x, lin->w, lin->scale, lin->min, out, w->q, w->xscale, w->xsum,
-                   M, lin->K, lin->Kp, lin->N, lin->G};
+/* Rows [m0, m1) of x quantized for lin (the same codes for every kernel; w4a8 and kq read
+ * the group sums too). */
+static void quantize_for(const Linear *lin, const float *x, const Work *w, int64_t m0,
+                         int64_t m1) {
+    quantize_grouped(x, w->q, w->xscale, w->xsum, lin->K, lin->Kp, lin->G, m0, m1);
 }
 
-static inline Q8Job q8_job(const Linear *lin, const float *x, float *out, const Work *w, int64_t M) {
-    return (Q8Job){x, lin->w, lin->scale, out, w->q, w->xscale, M, lin->K, lin->Kp, lin->N};
-}
-
-/* Rows [m0, m1) of x quantized for lin (the same codes either way; w4a8 keeps group sums). */
-static void quantize_for(const Linear *lin, const float *x, const Work *w, int64_t M,
-                         int64_t m0, int64_t m1) {
-    if (lin->kind == W4A8) {
-        const W4Job job = w4_job(lin, x, NULL, w, M);
-        w4_quantize_rows(&job, m0, m1);
+/* Output tiles [first, last) of part p into out (its columns, rows lin->N apart). */
+static void part_tiles(const Linear *lin, const Part *p, float *out, const Work *w, int64_t M,
+                       int64_t first, int64_t last) {
+    if (p->kind == W4A8) {
+        const W4Job job = {NULL, p->w, p->scale, p->min, out, w->q, w->xscale, w->xsum,
+                           M, lin->K, lin->Kp, p->N, lin->G, lin->N};
+        w4_gemm_tiles(&job, first, last);
+    } else if (p->kind == Q8) {
+        const Q8Job job = {NULL, p->w, p->scale, out, w->q, w->xscale, M, lin->K, lin->Kp,
+                           p->N, lin->N};
+        q8_gemm_tiles(&job, first, last);
     } else {
-        const Q8Job job = q8_job(lin, x, NULL, w, M);
-        q8_quantize_rows(&job, m0, m1);
+        const KQJob job = {NULL, p->w, p->hi, p->scale, p->min, p->d, p->dmin, out, w->q,
+                           w->xscale, w->xsum, M, lin->K, lin->Kp, p->N, p->fmt, lin->N};
+        kq_gemm_tiles(&job, first, last);
     }
 }
 
-/* Thread i of n's share of out = the quantized rows times lin's weight. */
+/* Thread i of n's share of out = the quantized rows times lin's weight: the tiles of all
+ * its parts, split evenly. */
 static void matmul_for(const Linear *lin, float *out, const Work *w, int64_t M, int64_t i,
                        int64_t n) {
-    const int64_t tiles = (lin->N + 7) / 8, first = tiles * i / n, last = tiles * (i + 1) / n;
-    if (lin->kind == W4A8) {
-        const W4Job job = w4_job(lin, NULL, out, w, M);
-        w4_gemm_tiles(&job, first, last);
-    } else {
-        const Q8Job job = q8_job(lin, NULL, out, w, M);
-        q8_gemm_tiles(&job, first, last);
+    int64_t tiles = 0;
+    for (int64_t p = 0; p < lin->parts; p++) tiles += (lin->part[p].N + 7) / 8;
+    const int64_t first = tiles * i / n, last = tiles * (i + 1) / n;
+    int64_t base = 0, column = 0;
+    for (int64_t p = 0; p < lin->parts; p++) {
+        const Part *part = lin->part + p;
+        const int64_t count = (part->N + 7) / 8;
+        const int64_t lo = first > base ? first - base : 0;
+        const int64_t hi = last - base < count ? last - base : count;
+        if (lo < hi) part_tiles(lin, part, out + column, w, M, lo, hi);
+        base += count;
+        column += part->N;
     }
 }
 
@@ -180,7 +212,7 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     float *score = w->scores + i * w->score_stride;
 
     for (int64_t m = m0; m < m1; m++) rms_norm(x + m * H, L->norm1, w->xn + m * H, H, mdl->eps);
-    quantize_for(&L->qkv, w->xn, w, M, m0, m1);
+    quantize_for(&L->qkv, w->xn, w, m0, m1);
 #pragma omp barrier
     matmul_for(&L->qkv, w->qkv, w, M, i, n);
 #pragma omp barrier
@@ -205,7 +237,7 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
                seq_lens[m], h0, per);
     }
 #pragma omp barrier
-    quantize_for(&L->o, w->attn, w, M, m0, m1);
+    quantize_for(&L->o, w->attn, w, m0, m1);
 #pragma omp barrier
     matmul_for(&L->o, w->out, w, M, i, n);
 #pragma omp barrier
@@ -213,7 +245,7 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
         add_residual(x + m * H, w->out + m * H, L->o.bias, H);
         rms_norm(x + m * H, L->norm2, w->xn + m * H, H, mdl->eps);
     }
-    quantize_for(&L->gate_up, w->xn, w, M, m0, m1);
+    quantize_for(&L->gate_up, w->xn, w, m0, m1);
 #pragma omp barrier
     matmul_for(&L->gate_up, w->gu, w, M, i, n);
 #pragma omp barrier
@@ -222,7 +254,7 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
         float *a = w->xn + m * I;
         for (int64_t k = 0; k < I; k++) a[k] = g[k] / (1.f + expf(-g[k])) * u[k];
     }
-    quantize_for(&L->down, w->xn, w, M, m0, m1);
+    quantize_for(&L->down, w->xn, w, m0, m1);
 #pragma omp barrier
     matmul_for(&L->down, w->out, w, M, i, n);
 #pragma omp barrier

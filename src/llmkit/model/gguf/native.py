@@ -1,11 +1,13 @@
 """What of a GGUF file loads as it is, not widened to float: its numbers, not requantized.
 
-Q4_1 and Q4_0 linear layers become w4a8 weights (a scale and min per 32 inputs: Q4_0's
-``d * (q - 8)`` is the min ``-8 d``); Q8_0 linear layers, the Q8_0 token embedding and the
-LM head become q8 weights (:mod:`llmkit.model.layers.q8`), the head tied to the embedding
-sharing its codes. Fused layers (q, k, v; gate, up) stack their parts' rows, as the float
-load does, and load natively only when every part is of one native kind. llama.cpp's Q/K row
-permutation is undone on the blocks themselves: it moves whole rows.
+Every tensor whose type has a kernel (:data:`llmkit.model.layers.formats.FORMATS`: Q4_0,
+Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) loads in that format: linear layers as
+:class:`NativeLinear`, whose fused parts (q, k, v; gate, up) may each be of another format
+(a Q4_K_M file's v is Q6_K on some layers), the token embedding as :class:`NativeEmbedding`,
+and the LM head, which shares the embedding's blocks when tied. llama.cpp's Q/K row
+permutation is undone on the blocks themselves: it moves whole rows. The rest is dequantized;
+the log names those tensors and what they will cost, and a file whose dequantized tensors
+would not fit in the machine's memory is refused before anything loads.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import torch
 from torch import nn
 
 from llmkit.model.gguf.tensors import TensorTable
-from llmkit.model.layers import q8, w4a8
-from llmkit.model.layers.quant import QuantizedLinear
+from llmkit.model.layers.formats import FORMATS, WeightFormat, load_kernels
+from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
 
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
@@ -35,10 +37,8 @@ _LINEARS = {
     "mlp.gate_up_proj": ("ffn_gate", "ffn_up"),
     "mlp.down_proj": ("ffn_down",),
 }
-Reader = Callable[[torch.Tensor, int], w4a8.Packed | q8.Packed]  # (rows, inputs) -> weight
-_W4A8: dict[str, Reader] = {"Q4_1": w4a8.from_q4_1, "Q4_0": w4a8.from_q4_0}
-_Q8: dict[str, Reader] = {"Q8_0": q8.from_q8_0}
 EMBEDDING, HEAD = "model.embed_tokens", "lm_head"
+_FLOAT = ("F32", "F16", "BF16")
 
 
 @dataclass
@@ -59,17 +59,18 @@ class NativeWeights:
 def linears_only(table: TensorTable | None, method: str, group_size: int) -> NativeWeights:
     """With ``quantization="w4a8"`` at group size 32: the file's Q4 layers as they are
     (the rest are quantized from their float load); else nothing."""
-    if table is None or method != "w4a8" or group_size != w4a8.BLOCK:
+    if table is None or method != "w4a8" or group_size != 32:
         return NativeWeights()
-    return _plan(table, _W4A8, with_embedding=False)
+    return _plan(table, {k: FORMATS[k] for k in ("Q4_0", "Q4_1")}, with_embedding=False)
 
 
 def default_native(
     config: EngineConfig, table: TensorTable | None, device: torch.device, tp_size: int
 ) -> NativeWeights:
     """The load of a GGUF file that asks for no ``quantization``: with ``dtype='auto'`` every
-    tensor that has a native kind as it is (CPU, one process), the rest dequantized; with an
-    explicit dtype, nothing (all dequantized, for parity checks). Logs which load it is."""
+    tensor that has a native format as it is (CPU, one process), the rest dequantized; with
+    an explicit dtype, nothing (all dequantized, for parity checks). Logs which load it is,
+    and refuses a file whose dequantized tensors would not fit in memory."""
     if table is None or config.quantization is not None:
         return NativeWeights()
     if config.dtype != "auto":
@@ -79,73 +80,108 @@ def default_native(
     elif tp_size > 1:
         why = "its quantized layers do not work with tensor parallelism yet"
     else:
-        kinds = {**_W4A8, **_Q8}
-        plan = _plan(table, kinds, with_embedding=True)
-        widened = sorted({t.type for t in table.tensors.values()} - {"F32", "F16", *kinds})
-        logger.info(
-            "GGUF %s: %d of %d tensors load as they are (Q4_0/Q4_1 as w4a8, Q8_0 as q8), "
-            "the rest dequantized%s; dtype='float32' loads all dequantized",
-            table.file,
-            len(plan.tensors),
-            len(table.tensors),
-            f" (no native kernel for {', '.join(widened)} yet)" if widened else "",
-        )
+        plan = _plan(table, FORMATS, with_embedding=True)
+        _log_widened(table, plan.tensors)
         return plan
-    logger.info("GGUF %s: every tensor loads dequantized (%s)", table.file, why)
+    _log_widened(table, set(), why)
     return NativeWeights()
 
 
+def _log_widened(table: TensorTable, native: set[str], why: str = "") -> None:
+    """Log what loads as it is and what is dequantized (the tensors and their float32
+    size); raise where the dequantized tensors would not fit in the available memory."""
+    widened = [t for t in table.tensors.values() if t.name not in native]
+    quantized = [t for t in widened if t.type not in _FLOAT]
+    cost = sum(4 * int(np.prod(t.shape)) for t in widened)
+    available = available_memory()
+    if available is not None and cost > available:
+        raise ValueError(
+            f"GGUF {table.file}: its dequantized tensors need {cost / 2**30:.2f} GiB of float32 "
+            f"but the machine has {available / 2**30:.2f} GiB available"
+            + (f" ({why})" if why else "")
+        )
+    kinds = sorted({table.tensors[name].type for name in native})
+    logger.info(
+        "GGUF %s: %d quantized tensors load as they are%s, %d dequantized (%.1f MiB of float32 "
+        "with the %d float tensors)%s",
+        table.file,
+        len(native),
+        f" ({', '.join(kinds)})" if kinds else "",
+        len(quantized),
+        cost / 2**20,
+        len(widened) - len(quantized),
+        f": {why}" if why else "",
+    )
+    if quantized and not why:
+        names = ", ".join(t.name for t in quantized[:8]) + (", ..." if len(quantized) > 8 else "")
+        logger.warning(
+            "GGUF %s: no native kernel for %s: %d tensors dequantized (%s)",
+            table.file,
+            ", ".join(sorted({t.type for t in quantized})),
+            len(quantized),
+            names,
+        )
+
+
+def available_memory() -> int | None:
+    """The bytes this machine can still give (MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _plan(
-    table: TensorTable,
-    kinds: dict[str, Reader],
-    with_embedding: bool,
+    table: TensorTable, formats: dict[str, WeightFormat], with_embedding: bool
 ) -> NativeWeights:
     plan = NativeWeights()
+    load_kernels()
     layers = {int(n.split(".")[1]) for n in table.tensors if n.startswith("blk.")}
     for layer in sorted(layers):
         for module, parts in _LINEARS.items():
             names = [f"blk.{layer}.{part}.weight" for part in parts]
-            _linear(plan, table, kinds, f"model.layers.{layer}.{module}", names)
+            _linear(plan, table, formats, f"model.layers.{layer}.{module}", names)
     if not with_embedding:
         return plan
     embedding = table.tensors.get("token_embd.weight")
-    if embedding is not None and embedding.type in _Q8:
-        packed = q8.from_q8_0(_rows(table, [embedding.name]), embedding.shape[1])
-        plan.modules[EMBEDDING] = lambda old: q8.Q8Embedding(
-            packed, old.num_embeddings, old.embedding_dim, old.weight.dtype
+    if embedding is not None and embedding.type in formats:
+        part = _part(table, formats, embedding.name)
+        plan.modules[EMBEDDING] = lambda old: NativeEmbedding(
+            part, old.embedding_dim, old.weight.dtype
         )
         plan.tensors.add(embedding.name)
         if "output.weight" not in table.tensors:  # the head is the embedding, tied
-            plan.modules[HEAD] = lambda old: q8.Q8Linear(
-                packed, old.in_features, old.out_features, None
+            plan.modules[HEAD] = lambda old: NativeLinear(
+                [part], old.in_features, old.out_features, None
             )
-    _linear(plan, table, kinds, HEAD, ["output.weight"])
+    _linear(plan, table, formats, HEAD, ["output.weight"])
     return plan
 
 
 def _linear(
     plan: NativeWeights,
     table: TensorTable,
-    kinds: dict[str, Reader],
+    formats: dict[str, WeightFormat],
     module: str,
     names: list[str],
 ) -> None:
-    """Plan ``module`` from tensors ``names`` if all are there and of one native kind."""
+    """Plan ``module`` from tensors ``names`` if all are there, each of a native format."""
     infos = [table.tensors.get(n) for n in names]
-    types = {info.type if info else None for info in infos}
-    if len(types) != 1 or (kind := types.pop()) not in kinds:
+    if any(info is None or info.type not in formats for info in infos):
         return
-    in_features = infos[0].shape[1]  # type: ignore[union-attr]
-    packed = kinds[kind](_rows(table, names), in_features)
-    if isinstance(packed, q8.Packed):
-        plan.modules[module] = lambda old: q8.Q8Linear(
-            packed, old.in_features, old.out_features, old.bias
-        )
-    else:
-        plan.modules[module] = lambda old: QuantizedLinear(old, "w4a8", w4a8.BLOCK, packed)
+    parts = [_part(table, formats, name) for name in names]
+    plan.modules[module] = lambda old: NativeLinear(
+        parts, old.in_features, old.out_features, old.bias
+    )
     plan.tensors.update(names)
 
 
-def _rows(table: TensorTable, names: list[str]) -> torch.Tensor:
-    """The tensors' raw rows stacked, copied out of the file's mapping."""
-    return torch.from_numpy(np.concatenate([table.rows(n) for n in names]))
+def _part(table: TensorTable, formats: dict[str, WeightFormat], name: str) -> Part:
+    """Tensor ``name``'s rows (copied out of the file's mapping) for its format's kernel."""
+    info = table.tensors[name]
+    blocks = torch.from_numpy(np.array(table.rows(name)))
+    return Part(formats[info.type], formats[info.type].read(blocks, info.shape[1]), info.shape[0])

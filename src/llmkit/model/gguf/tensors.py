@@ -96,6 +96,11 @@ class TensorTable:
         if self._map is None:
             self._map = np.memmap(self.file, dtype=np.uint8, mode="r")
         data = self._map[info.offset : info.offset + info.nbytes]
+        if len(data) < info.nbytes:
+            raise ValueError(
+                f"GGUF file {self.file} is truncated: tensor {name} ({info.type}) holds "
+                f"{len(data)} of its {info.nbytes} bytes"
+            )
         outer = info.shape[:-1]
         return data.reshape(*outer, info.nbytes // max(1, int(np.prod(outer))))
 

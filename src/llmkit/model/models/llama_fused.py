@@ -1,12 +1,14 @@
-"""A llama-family decode step's layers in one C call, where the layers are w4a8 or q8 on CPU.
+"""A llama-family decode step's layers in one C call, where the layers' weights are native
+formats on CPU.
 
 At one stream SmolLM2's 30 layers spent ~6 ms a token in the torch ops and module calls
 around their matmuls (~35 ops a layer on one row) against ~9 ms in the matmuls; the kernel
 ``llmkit/kernels/cpu/llama_decode.c`` runs every layer of a decode step in one OpenMP region
 (see there). :class:`FusedDecode` decides per step whether it applies: one query row per
-request, float32 KV caches on CPU, one rank, and every layer plain (w4a8 or q8 linears:
-a GGUF's Q4_0/Q4_1/Q8_0 or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm,
-no LoRA); else the model runs its layers as modules, as before.
+request, float32 KV caches on CPU, one rank, and every layer plain (its linears' weights in
+w4a8, q8 or kq formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K in any mix, or
+``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no LoRA); else the model runs
+its layers as modules, as before.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
 from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
+from llmkit.model.layers import kquant, q8, w4a8
+from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.q8 import Q8Linear
 from llmkit.model.layers.quant import QuantizedLinear
@@ -44,19 +48,24 @@ class LlamaStack(Protocol):
 SOURCE = SOURCES / "llama_decode.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 _MAX_HEAD_DIM = 512  # the kernel's RoPE scratch
+_MAX_PARTS = 3  # q, k, v
+
+
+class _Part(ctypes.Structure):
+    _fields_ = [
+        *((name, _P) for name in ("w", "hi", "scale", "min", "d", "dmin")),
+        ("N", _I64),
+        ("kind", _I64),  # 0 w4a8, 1 q8, 2 kq
+        ("fmt", _I64),  # kq's format
+    ]
 
 
 class _Linear(ctypes.Structure):
     _fields_ = [
-        ("w", _P),
-        ("scale", _P),
-        ("min", _P),
+        ("part", _Part * _MAX_PARTS),
+        ("parts", _I64),
         ("bias", _P),
-        ("K", _I64),
-        ("Kp", _I64),
-        ("N", _I64),
-        ("G", _I64),
-        ("kind", _I64),  # 0 w4a8, 1 q8
+        *((name, _I64) for name in ("K", "Kp", "N", "G")),
     ]
 
 
@@ -92,36 +101,63 @@ def load() -> Callable[..., int] | None:
     return load_function(SOURCE, "llama_decode", [_P] * 6 + [_I64] * 3)
 
 
-def _linear(layer: object) -> _Linear | None:
-    """The kernel's view of a float32 layer with w4a8 or q8 weights (w8a8, a GGUF's Q8_0);
-    None for any other kind."""
-    mins: torch.Tensor | None = None
+def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None]:
+    """A weight's view for the kernel, its padded input count and its group (None: q8's,
+    which reads no group sums)."""
+    ptr = [t.data_ptr() if isinstance(t, torch.Tensor) and t.numel() else None for t in packed]
+    if isinstance(packed, w4a8.Packed):
+        kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
+        part = _Part(ptr[0], None, ptr[1], ptr[2], None, None, out_features, 0, 0)
+        return part, kp, kp // packed.scales.shape[1]
+    if isinstance(packed, q8.Packed):  # 4 inputs of 8-bit codes a row
+        return (
+            _Part(ptr[0], None, ptr[1], *[None] * 3, out_features, 1, 0),
+            packed.codes.shape[1] * 4,
+            None,
+        )
+    fmt = kquant.FORMATS.index(packed.fmt)
+    return _Part(*ptr[1:], out_features, 2, fmt), packed.lo.shape[1] * 8, 32
+
+
+def _weights(layer: object) -> list[tuple[Any, int]] | None:
+    """A float32 layer's native weights and their output counts, or None for another kind."""
+    if isinstance(layer, NativeLinear):
+        return [(p.packed, p.out_features) for p in layer.parts]
     if isinstance(layer, QuantizedLinear) and layer.dtype == torch.float32:
         if layer.method == "w4a8":
-            codes, scales, mins = layer._w4a8_packed()
-        elif layer.method == "w8a8":
-            codes, scales = layer.qweight, layer.scales
-        else:
-            return None
-    elif isinstance(layer, Q8Linear):
-        codes, scales = layer.codes, layer.scales
-    else:
+            return [(layer._w4a8_packed(), layer.out_features)]
+        if layer.method == "w8a8":
+            return [(q8.Packed(layer.qweight, layer.scales), layer.out_features)]
+    if isinstance(layer, Q8Linear):
+        return [(q8.Packed(layer.codes, layer.scales), layer.out_features)]
+    return None
+
+
+def _linear(layer: Any) -> _Linear | None:
+    """The kernel's view of a layer whose weights are all of the kernel's formats, on one
+    input layout (one padded input count, one group); None for any other."""
+    weights = _weights(layer)
+    bias: torch.Tensor | None = getattr(layer, "bias", None)
+    if weights is None or len(weights) > _MAX_PARTS:
         return None
-    bias: torch.Tensor | None = layer.bias
     if bias is not None and bias.dtype != torch.float32:
         return None
-    # A tile's 32-byte rows hold 8 inputs of 4-bit codes, 4 of 8-bit ones.
-    kp = codes.shape[1] * (4 if mins is None else 8)
+    parts = [_part(packed, n) for packed, n in weights]
+    padded = {kp for _, kp, _ in parts}
+    groups = {g for _, _, g in parts if g is not None}
+    if len(padded) != 1 or len(groups) > 1:
+        return None
+    array = (_Part * _MAX_PARTS)(*(p for p, _, _ in parts))
+    bias_ptr = 0 if bias is None else bias.data_ptr()
+    kp = padded.pop()
     return _Linear(
-        codes.data_ptr(),
-        scales.data_ptr(),
-        0 if mins is None else mins.data_ptr(),
-        0 if bias is None else bias.data_ptr(),
+        array,
+        len(parts),
+        bias_ptr,
         layer.in_features,
         kp,
         layer.out_features,
-        kp // scales.shape[1],
-        1 if mins is None else 0,  # the kernel's kinds: 0 w4a8, 1 q8
+        groups.pop() if groups else 32,
     )
 
 
