@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmkit.checks import at_least, choice, speculative_settings
+
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "torch", "triton")
@@ -15,11 +17,6 @@ _QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 # vLLM V1's default: as many as fit in the context.
 _DEFAULT_IMAGE_LIMIT = 999
-# disable_by_batch_size (vLLM's, >= 2): no proposals in a step with that many requests running
-_SPEC = {"num_speculative_tokens": 4, "disable_by_batch_size": None}
-_NGRAM = {**_SPEC, "prompt_lookup_max": 5, "prompt_lookup_min": 1}
-_DRAFT = {**_SPEC, "model": None}
-_SPEC_DEFAULTS: dict[Any, dict[str, Any]] = {"ngram": _NGRAM, "draft_model": _DRAFT}  # vLLM's
 
 
 @dataclass
@@ -39,10 +36,19 @@ class EngineConfig:
     dtype: str = field(
         default="auto",
         metadata={
-            "help": f"the weights' and KV cache's data type, one of {', '.join(_DTYPES)}; auto: "
-            "float32 on CPU; on GPU bfloat16 for bfloat16 checkpoints, else float16. A GGUF "
-            "file on CPU with auto (and no quantization) keeps its Q4_1 layers as they are "
-            "(w4a8) and dequantizes the rest; an explicit dtype dequantizes every tensor"
+            "help": f"the weights' data type, one of {', '.join(_DTYPES)}; auto: float32 on "
+            "CPU; on GPU bfloat16 for bfloat16 checkpoints, else float16. A GGUF file on CPU "
+            "with auto (and no quantization) keeps its quantized tensors as they are where "
+            "their type has a kernel (Q4_0/1, Q5_0/1, Q8_0, Q4_K, Q5_K, Q6_K) and dequantizes "
+            "the rest; an explicit dtype dequantizes every tensor"
+        },
+    )
+    kv_cache_dtype: str = field(
+        default="auto",
+        metadata={
+            "help": f"the KV cache's data type, one of {', '.join(_DTYPES)}; auto: float16 for "
+            "a quantized model on CPU (half float32's memory for as many tokens), else the "
+            "model's dtype"
         },
     )
     seed: int = field(default=0, metadata={"help": "the random seed of the engine"})
@@ -97,11 +103,8 @@ class EngineConfig:
             "(default: as many as the budget holds)"
         },
     )
-    # KV cache budget on CPU, where there is no device memory to measure (vLLM's
-    # VLLM_CPU_KVCACHE_SPACE, as a field rather than an environment variable).
-    cpu_kv_cache_gib: float = field(
-        default=2.0,
-        metadata={"help": "the KV cache's size in GiB when the model runs on CPU"},
+    cpu_kv_cache_gib: float = field(  # vLLM's VLLM_CPU_KVCACHE_SPACE, as a field
+        default=2.0, metadata={"help": "the KV cache's size in GiB when the model runs on CPU"}
     )
     cpu_keep_freed_memory: bool = field(
         default=True,
@@ -194,7 +197,7 @@ class EngineConfig:
             "scale per 32 inputs each (llmkit's q8 kernel, CPU: less memory and faster), or "
             "w4a8, 4-bit weights and int8 activations (llmkit's w4a8 kernel, CPU: least "
             "memory, fastest); with w8a8 and w4a8 the lm_head goes to 8 bits too; "
-            "default: none (a GGUF file's Q4_1 layers still load as w4a8 with dtype auto)"
+            "default: none (a GGUF file's quantized tensors still load as they are)"
         },
     )
     quantization_group_size: int = field(
@@ -227,33 +230,34 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if not self.model:
             raise ValueError("model must be a model directory or a known model name, got ''")
-        _choice("dtype", self.dtype, _DTYPES)
-        _choice("device", self.device, _DEVICES)
-        _choice("attention_backend", self.attention_backend, _BACKENDS)
-        _choice("task", self.task, _TASKS)
-        _at_least("max_num_seqs", self.max_num_seqs, 1)
-        _at_least("max_logprobs", self.max_logprobs, 0)
-        _at_least("tensor_parallel_size", self.tensor_parallel_size, 1)
+        choice("dtype", self.dtype, _DTYPES)
+        choice("kv_cache_dtype", self.kv_cache_dtype, _DTYPES)
+        choice("device", self.device, _DEVICES)
+        choice("attention_backend", self.attention_backend, _BACKENDS)
+        choice("task", self.task, _TASKS)
+        at_least("max_num_seqs", self.max_num_seqs, 1)
+        at_least("max_logprobs", self.max_logprobs, 0)
+        at_least("tensor_parallel_size", self.tensor_parallel_size, 1)
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
             raise ValueError(
                 f"block_size must be a power of two from 1 to 128, got {self.block_size}"
             )
-        _at_least("max_model_len", self.max_model_len, 1, None)
-        _at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1, None)
-        _at_least("num_kv_blocks", self.num_kv_blocks, 1, None)
+        at_least("max_model_len", self.max_model_len, 1, None)
+        at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1, None)
+        at_least("num_kv_blocks", self.num_kv_blocks, 1, None)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        _at_least("max_queued_requests", self.max_queued_requests, 1, None)
-        _at_least("max_queued_tokens", self.max_queued_tokens, 1, None)
-        _at_least("max_loras", self.max_loras, 1)
-        _at_least("max_lora_rank", self.max_lora_rank, 1)
+        at_least("max_queued_requests", self.max_queued_requests, 1, None)
+        at_least("max_queued_tokens", self.max_queued_tokens, 1, None)
+        at_least("max_loras", self.max_loras, 1)
+        at_least("max_lora_rank", self.max_lora_rank, 1)
         if self.enable_lora and self.tensor_parallel_size > 1:
             # The LoRA slices are sized from the whole projection, not a rank's shard of it.
             raise ValueError("enable_lora does not work with tensor_parallel_size > 1 yet")
         if self.quantization is not None:
-            _choice("quantization", self.quantization, _QUANTIZATIONS)
+            choice("quantization", self.quantization, _QUANTIZATIONS)
             if self.tensor_parallel_size > 1:
                 raise ValueError("quantization does not work with tensor_parallel_size > 1 yet")
         if self.quantization_group_size not in _INT4_GROUP_SIZES:
@@ -274,11 +278,11 @@ class EngineConfig:
                     f"{self.limit_mm_per_prompt!r}"
                 )
             for modality, limit in self.limit_mm_per_prompt.items():
-                _choice("limit_mm_per_prompt's modality", modality, _MODALITIES)
-                _at_least(f"limit_mm_per_prompt[{modality!r}]", limit, 0)
+                choice("limit_mm_per_prompt's modality", modality, _MODALITIES)
+                at_least(f"limit_mm_per_prompt[{modality!r}]", limit, 0)
 
         if self.speculative_config is not None:
-            self.speculative_config = _speculative(self.speculative_config)
+            self.speculative_config = speculative_settings(self.speculative_config)
 
     @property
     def image_limit(self) -> int:
@@ -293,38 +297,3 @@ class EngineConfig:
         if unknown:
             raise TypeError(f"unknown EngineConfig field(s): {', '.join(unknown)}")
         return cls(model=model, **kwargs)
-
-
-def _speculative(spec: object) -> dict[str, Any]:
-    """vLLM's settings checked, with the method's defaults (``_SPEC_DEFAULTS``) filled in."""
-    if not isinstance(spec, dict):
-        raise ValueError(f"speculative_config must be a mapping, not {spec!r}")
-    # vLLM's rule: a draft model named without a method is a draft model.
-    method = spec.get("method") or ("draft_model" if spec.get("model") else None)
-    _choice("speculative_config's method", method, tuple(_SPEC_DEFAULTS))
-    defaults = _SPEC_DEFAULTS[method]
-    unknown = sorted(set(spec) - {"method", *defaults})
-    if unknown:
-        raise ValueError(f"speculative_config has unknown field(s) for {method}: {unknown}")
-    out = {**defaults, **spec, "method": method}
-    for name in set(defaults) - {"model", "disable_by_batch_size"}:
-        _at_least(f"speculative_config's {name}", out[name], 1)
-    _at_least("speculative_config's disable_by_batch_size", out["disable_by_batch_size"], 2, None)
-    if method == "ngram" and out["prompt_lookup_min"] > out["prompt_lookup_max"]:
-        raise ValueError("speculative_config's prompt_lookup_min must be <= prompt_lookup_max")
-    if method == "draft_model" and not (isinstance(out["model"], str) and out["model"]):
-        raise ValueError(f"speculative_config's model must name the draft model: {out['model']!r}")
-    return out
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _at_least(name: str, value: int | None, low: int, unset: object = ...) -> None:
-    """``value`` an integer >= ``low``, or ``unset`` (an optional field's None)."""
-    if value is unset:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")

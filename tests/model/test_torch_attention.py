@@ -3,7 +3,8 @@
 The torch backend is the reference the Triton kernels and the engine's HF parity rest on; here
 it meets the definition directly, on steps whose prefills span several query chunks (with and
 without cached context), whose decodes form several length-sorted groups, and with GQA; and
-so does the C decode kernel (float32 on CPU) that replaces the decode groups where it builds.
+so does the C decode kernel (float32 queries on CPU, float32 or float16 caches) that replaces
+the decode groups where it builds.
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> to
 
 
 @pytest.mark.parametrize(
-    ("dtype", "tolerance"), [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"]
+    ("dtype", "kv_dtype", "tolerance"),
+    [
+        (torch.float32, torch.float32, 1e-5),
+        (torch.bfloat16, torch.bfloat16, 2e-2),
+        (torch.float32, torch.float16, 3e-3),  # kv_cache_dtype float16: keys, values rounded
+    ],
+    ids=["fp32", "bf16", "fp32-kv16"],
 )
 @pytest.mark.parametrize(("kv_heads", "group", "head_dim"), [(2, 4, 64), (3, 1, 32)])
 @pytest.mark.parametrize("decode_kernel", [True, False], ids=["kernel", "torch"])
 def test_step_matches_attention_by_definition(
-    dtype, tolerance, kv_heads, group, head_dim, decode_kernel
+    dtype, kv_dtype, tolerance, kv_heads, group, head_dim, decode_kernel
 ):
     rng = random.Random(0)
     torch.manual_seed(0)
@@ -58,7 +65,7 @@ def test_step_matches_attention_by_definition(
     keys = [torch.randn(s, kv_heads, head_dim).to(dtype) for s in seq_lens]
     values = [torch.randn(s, kv_heads, head_dim).to(dtype) for s in seq_lens]
     queries = [torch.randn(n, kv_heads * group, head_dim).to(dtype) for _, n in steps]
-    k_cache = torch.zeros(num_blocks, BLOCK, kv_heads, head_dim, dtype=dtype)
+    k_cache = torch.zeros(num_blocks, BLOCK, kv_heads, head_dim, dtype=kv_dtype)
     v_cache = torch.zeros_like(k_cache)
     backend = TorchAttentionBackend(decode_kernel)
     slots = torch.cat(

@@ -63,6 +63,23 @@ def resolve_device(config: EngineConfig) -> torch.device:
     return torch.device(config.device)
 
 
+def resolve_kv_dtype(
+    config: EngineConfig, dtype: torch.dtype, device: torch.device, quantized: bool
+) -> torch.dtype:
+    """The KV cache's dtype: ``kv_cache_dtype``; with auto, float16 for a quantized model on
+    CPU (its keys and values are an int8-activation model's: half the bytes a token), else
+    the model's. On GPU the attention kernels read the model's dtype only."""
+    if config.kv_cache_dtype == "auto":
+        return torch.float16 if device.type == "cpu" and quantized else dtype
+    kv: torch.dtype = getattr(torch, config.kv_cache_dtype)
+    if device.type != "cpu" and kv != dtype:
+        raise ValueError(
+            f"kv_cache_dtype={config.kv_cache_dtype!r} differs from the model's {dtype}, "
+            "which only the CPU's attention supports"
+        )
+    return kv
+
+
 def resolve_dtype(
     config: EngineConfig, hf_config: PretrainedConfig, device: torch.device
 ) -> torch.dtype:
@@ -102,6 +119,8 @@ class ModelRunner:
             else linears_only(table, method, group)  # a GGUF's Q4 layers, as they are
         )
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp, native)
+        quantized = bool(native.tensors) or method is not None
+        self.kv_dtype = resolve_kv_dtype(config, self.dtype, self.device, quantized)
         if method is not None:
             quantize_linears(cast(nn.Module, self.model), method, group)
             if method in HEAD_METHODS and tp.size == 1:
@@ -126,19 +145,20 @@ class ModelRunner:
         # and 0 * NaN from stale memory would poison them.
         self.kv_caches = [
             (
-                torch.zeros(shape, dtype=self.dtype, device=self.device),
-                torch.zeros(shape, dtype=self.dtype, device=self.device),
+                torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
+                torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
             )
             for _ in range(0 if self.is_encoder else self.model.num_layers)
         ]
         self.graphs = self._capture_graphs(max_model_len, tp)
         logger.info(
-            "model on %s in %s, %s attention, %d KV blocks of %d tokens, %s",
+            "model on %s in %s, %s attention, %d KV blocks of %d tokens in %s, %s",
             self.device,
             self.dtype,
             self.backend.name,
             self.num_blocks,
             self.block_size,
+            self.kv_dtype,
             f"CUDA graphs for {self.graphs.sizes}" if self.graphs else "no CUDA graphs",
         )
 
@@ -172,7 +192,7 @@ class ModelRunner:
 
     def _block_bytes(self) -> int:
         m = self.model
-        elem = torch.empty((), dtype=self.dtype).element_size()
+        elem = torch.empty((), dtype=self.kv_dtype).element_size()
         return 2 * m.num_layers * self.block_size * m.num_kv_heads * m.head_dim * elem
 
     def _num_kv_blocks(self, max_model_len: int) -> int:

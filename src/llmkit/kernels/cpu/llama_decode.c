@@ -51,6 +51,8 @@
 #undef quantize_rows
 #undef run_job
 
+#include "kv_row.h"
+
 enum { W4A8 = 0, Q8 = 1, KQ = 2 };
 
 /* One weight of a linear layer's stacked output rows, of one of the kernels' formats. */
@@ -73,11 +75,11 @@ typedef struct {
 typedef struct {
     const float *norm1, *norm2; /* input_layernorm, post_attention_layernorm */
     Linear qkv, o, gate_up, down;
-    float *k_cache, *v_cache; /* [blocks, block_size, kv_heads, head_dim] */
+    void *k_cache, *v_cache; /* [blocks, block_size, kv_heads, head_dim], float32 or float16 */
 } Layer;
 
 typedef struct {
-    int64_t layers, hidden, heads, kv_heads, head_dim, inter, block_size;
+    int64_t layers, hidden, heads, kv_heads, head_dim, inter, block_size, kv_half;
     float eps, scale;
     const float *cos, *sin; /* [positions, head_dim], the sine negated on the first half */
     const Layer *layer;
@@ -86,7 +88,7 @@ typedef struct {
 typedef struct { /* scratch for one call, M rows */
     float *xn, *qkv, *attn, *out, *gu;
     int8_t *q;
-    float *xscale, *xsum, *scores;
+    float *xscale, *xsum, *scores, *slots; /* slots: a float16 slot row widened, per thread */
     int64_t score_stride;
 } Work;
 
@@ -168,12 +170,12 @@ static void rope(float *x, int64_t heads, int64_t D, const float *cos, const flo
  * each slot's keys and values (all KV heads side by side) are read once for all of them.
  * s: count * (len + 1) floats of scratch. */
 static void attend(const Model *mdl, const Layer *L, const float *q, float *out, float *s,
-                   const int32_t *table, int64_t len, int64_t h0, int64_t count) {
+                   float *slot, const int32_t *table, int64_t len, int64_t h0, int64_t count) {
     const int64_t D = mdl->head_dim, BS = mdl->block_size, stride = mdl->kv_heads * D;
     const int64_t group = mdl->heads / mdl->kv_heads;
     float *inv = s + count * len;
     for (int64_t t = 0; t < len; t++) {
-        const float *k = L->k_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride;
+        const float *k = kv_row(L->k_cache, mdl->kv_half, ((int64_t)table[t / BS] * BS + t % BS) * stride, stride, slot);
         for (int64_t g = 0; g < count; g++) {
             const float *qh = q + (h0 + g) * D, *kh = k + (h0 + g) / group * D;
             float dot = 0.f;
@@ -192,7 +194,7 @@ static void attend(const Model *mdl, const Layer *L, const float *q, float *out,
     }
     memset(out + h0 * D, 0, sizeof(float) * (size_t)(count * D));
     for (int64_t t = 0; t < len; t++) {
-        const float *v = L->v_cache + ((int64_t)table[t / BS] * BS + t % BS) * stride;
+        const float *v = kv_row(L->v_cache, mdl->kv_half, ((int64_t)table[t / BS] * BS + t % BS) * stride, stride, slot);
         for (int64_t g = 0; g < count; g++) {
             const float p = s[g * len + t], *vh = v + (h0 + g) / group * D;
             float *o = out + (h0 + g) * D;
@@ -223,8 +225,8 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
         rope(row, NH + NKV, D, c, s); /* q and k heads side by side */
         if (slots[m] >= 0) {
             const int64_t at = slots[m] * NKV * D;
-            memcpy(L->k_cache + at, row + attn_n, sizeof(float) * (size_t)(NKV * D));
-            memcpy(L->v_cache + at, row + attn_n + NKV * D, sizeof(float) * (size_t)(NKV * D));
+            kv_store(L->k_cache, mdl->kv_half, at, row + attn_n, NKV * D);
+            kv_store(L->v_cache, mdl->kv_half, at, row + attn_n + NKV * D, NKV * D);
         }
     }
 #pragma omp barrier
@@ -233,8 +235,8 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     const int64_t per = M >= 2 * n ? NH : 1, items = M * NH / per;
     for (int64_t j = items * i / n; j < items * (i + 1) / n; j++) {
         const int64_t m = j / (NH / per), h0 = j % (NH / per) * per;
-        attend(mdl, L, w->qkv + m * qkv_n, w->attn + m * attn_n, score, tables + m * width,
-               seq_lens[m], h0, per);
+        attend(mdl, L, w->qkv + m * qkv_n, w->attn + m * attn_n, score, w->slots + i * NKV * D,
+               tables + m * width, seq_lens[m], h0, per);
     }
 #pragma omp barrier
     quantize_for(&L->o, w->attn, w, m0, m1);
@@ -289,9 +291,10 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc(sizeof(float) * (size_t)(M * kp / 32)),
         malloc(sizeof(float) * (size_t)(M * kp / 32)),
         malloc(sizeof(float) * (size_t)(nt * NH * (longest + 1))),
+        malloc(sizeof(float) * (size_t)(nt * mdl->kv_heads * D)),
         NH * (longest + 1),
     };
-    int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.q && w.xscale && w.xsum && w.scores
+    int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.q && w.xscale && w.xsum && w.scores && w.slots
                      ? 0
                      : -1;
     if (status == 0) {
@@ -313,5 +316,6 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     free(w.xscale);
     free(w.xsum);
     free(w.scores);
+    free(w.slots);
     return status;
 }

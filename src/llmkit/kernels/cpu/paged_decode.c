@@ -1,4 +1,4 @@
-/* Decode attention straight from the paged KV cache, float32, for CPU.
+/* Decode attention straight from the paged KV cache (float32 or float16), for CPU.
  *
  * One query token per request; each request reads its keys and values once, slot by slot
  * through its block table (a slot's heads are contiguous), with no gathered copy: scores
@@ -14,14 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_row.h"
+
 typedef struct {
-    const float *q, *k_cache, *v_cache;
+    const float *q;
+    const void *k_cache, *v_cache; /* float32, or float16 when half */
     const int32_t *block_tables, *seq_lens;
     const int64_t *reqs, *rows;
     float *out;
     int64_t num_items, width, block_size, num_heads, num_kv_heads, head_dim;
     float scale;
-    int64_t first, step;
+    int64_t half, first, step;
     int failed;
 } Job;
 
@@ -29,9 +32,9 @@ static void *run(void *arg) {
     Job *job = (Job *)arg;
     const int64_t D = job->head_dim, HKV = job->num_kv_heads, BS = job->block_size;
     const int64_t H = job->num_heads, group = H / HKV;
-    float *scores = NULL, *acc = malloc(sizeof(float) * H * D);
+    float *scores = NULL, *acc = malloc(sizeof(float) * H * D), *slot = malloc(sizeof(float) * HKV * D);
     int64_t capacity = 0;
-    if (acc == NULL) { job->failed = 1; return NULL; }
+    if (acc == NULL || slot == NULL) { job->failed = 1; free(acc); free(slot); return NULL; }
     for (int64_t r = job->first; r < job->num_items; r += job->step) {
         const int64_t req = job->reqs[r], row = job->rows[r];
         const int64_t len = job->seq_lens[req];
@@ -41,11 +44,11 @@ static void *run(void *arg) {
             free(scores);
             capacity = len * H;
             scores = malloc(sizeof(float) * capacity);
-            if (scores == NULL) { job->failed = 1; free(acc); return NULL; }
+            if (scores == NULL) { job->failed = 1; free(acc); free(slot); return NULL; }
         }
         /* Token by token, each slot's K rows (all KV heads) are one contiguous run. */
         for (int64_t t = 0; t < len; t++) {
-            const float *k = job->k_cache + ((int64_t)table[t / BS] * BS + t % BS) * HKV * D;
+            const float *k = kv_row(job->k_cache, job->half, ((int64_t)table[t / BS] * BS + t % BS) * HKV * D, HKV * D, slot);
             for (int64_t hq = 0; hq < H; hq++) {
                 const float *kh = k + (hq / group) * D, *qh = q + hq * D;
                 float dot = 0.f;
@@ -62,7 +65,7 @@ static void *run(void *arg) {
         }
         memset(acc, 0, sizeof(float) * H * D);
         for (int64_t t = 0; t < len; t++) {
-            const float *v = job->v_cache + ((int64_t)table[t / BS] * BS + t % BS) * HKV * D;
+            const float *v = kv_row(job->v_cache, job->half, ((int64_t)table[t / BS] * BS + t % BS) * HKV * D, HKV * D, slot);
             for (int64_t hq = 0; hq < H; hq++) {
                 const float p = scores[hq * len + t], *vh = v + (hq / group) * D;
                 float *a = acc + hq * D;
@@ -73,15 +76,16 @@ static void *run(void *arg) {
     }
     free(scores);
     free(acc);
+    free(slot);
     return NULL;
 }
 
 /* Returns 0 on success, -1 if memory or threads ran out (out is then incomplete). */
-int paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
+int paged_decode_f32(const float *q, const void *k_cache, const void *v_cache,
                      const int32_t *block_tables, const int32_t *seq_lens, const int64_t *reqs,
                      const int64_t *rows, float *out, int64_t num_reqs, int64_t width,
                      int64_t block_size, int64_t num_heads, int64_t num_kv_heads,
-                     int64_t head_dim, float scale, int64_t num_threads) {
+                     int64_t head_dim, float scale, int64_t half, int64_t num_threads) {
     Job jobs[64];
     const int64_t items = num_reqs;
     int64_t n = num_threads < 1 ? 1 : (num_threads > 64 ? 64 : num_threads);
@@ -89,7 +93,7 @@ int paged_decode_f32(const float *q, const float *k_cache, const float *v_cache,
     for (int64_t i = 0; i < n; i++) {
         jobs[i] = (Job){q, k_cache, v_cache, block_tables, seq_lens, reqs, rows, out,
                         items, width, block_size, num_heads, num_kv_heads, head_dim,
-                        scale, i, n, 0};
+                        scale, half, i, n, 0};
     }
 #pragma omp parallel num_threads((int)n)
     {

@@ -21,12 +21,13 @@ from llmkit.kernels.cpu.build import load_function
 
 SOURCE = SOURCES / "paged_decode.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
+KV_DTYPES = (torch.float32, torch.float16)  # the caches the kernel reads
 
 
 @functools.cache
 def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64]
+    argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64, _I64]
     return load_function(SOURCE, "paged_decode_f32", argtypes)
 
 
@@ -43,13 +44,15 @@ def paged_decode(
 ) -> None:
     """``out[rows[i]]`` = attention of ``query[rows[i]]`` over request ``reqs[i]``'s context.
 
-    ``query``/``out`` ``[T, H, D]``, caches ``[blocks, block_size, H_kv, D]``,
+    ``query``/``out`` ``[T, H, D]``, caches ``[blocks, block_size, H_kv, D]`` (float32 or
+    float16),
     ``block_tables`` ``[B, W]`` and ``seq_lens`` ``[B]`` int32, ``reqs``/``rows`` int64.
     """
     kernel = load()
     assert kernel is not None
     for tensors, dtype in (
-        ((query, k_cache, v_cache, out), torch.float32),
+        ((query, out), torch.float32),
+        ((k_cache, v_cache), k_cache.dtype if k_cache.dtype in KV_DTYPES else torch.float32),
         ((block_tables, seq_lens), torch.int32),
         ((reqs, rows), torch.int64),
     ):
@@ -72,6 +75,7 @@ def paged_decode(
         num_kv_heads,
         head_dim,
         scale,
+        k_cache.dtype == torch.float16,
         torch.get_num_threads(),
     )
     if status != 0:

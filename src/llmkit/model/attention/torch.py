@@ -109,8 +109,9 @@ class TorchAttentionBackend(AttentionBackend):
         if (slot_mapping < 0).any():
             keep = slot_mapping >= 0
             key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
-        k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, key)
-        v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value)
+        # A cache of another dtype (kv_cache_dtype) takes the rows rounded to it.
+        k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, key.to(k_cache))
+        v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value.to(v_cache))
 
     def forward(
         self,
@@ -127,6 +128,8 @@ class TorchAttentionBackend(AttentionBackend):
             # prepares each step: plan this metadata now, once, for the calls after.
             plan = self._plan = self._make_plan(meta, block_size, query.dtype)
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)  # contiguous
+        if plan.kernel_decodes is not None and k_cache.dtype not in paged_decode_cpu.KV_DTYPES:
+            raise ValueError(f"the CPU decode kernel reads no {k_cache.dtype} KV cache")
         if plan.kernel_decodes is not None:
             reqs, decode_rows = plan.kernel_decodes
             paged_decode_cpu.paged_decode(
@@ -142,7 +145,7 @@ class TorchAttentionBackend(AttentionBackend):
             )
         num_kv_heads = k_cache.shape[2]
         for group in plan.decode_groups:
-            k, v = _gather_padded(k_cache, v_cache, group)
+            k, v = (t.to(query.dtype) for t in _gather_padded(k_cache, v_cache, group))
             # The query heads of one KV head are that head's queries: no K/V repeat for GQA
             # (1.1-1.9x faster than SDPA's enable_gqa here).
             q = query[group.rows]
@@ -153,6 +156,7 @@ class TorchAttentionBackend(AttentionBackend):
         for i in plan.prefills:
             rows = slice(starts[i], starts[i + 1])
             k, v = _gather_context(k_cache, v_cache, meta.block_tables[i], meta.seq_lens_host[i])
+            k, v = k.to(query.dtype), v.to(query.dtype)
             out[rows] = _attend(query[rows], k, v, scale, causal=starts[i + 1] - starts[i] > 1)
         return out
 

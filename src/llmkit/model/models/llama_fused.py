@@ -5,10 +5,10 @@ At one stream SmolLM2's 30 layers spent ~6 ms a token in the torch ops and modul
 around their matmuls (~35 ops a layer on one row) against ~9 ms in the matmuls; the kernel
 ``llmkit/kernels/cpu/llama_decode.c`` runs every layer of a decode step in one OpenMP region
 (see there). :class:`FusedDecode` decides per step whether it applies: one query row per
-request, float32 KV caches on CPU, one rank, and every layer plain (its linears' weights in
-w4a8, q8 or kq formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K in any mix, or
-``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no LoRA); else the model runs
-its layers as modules, as before.
+request, float32 or float16 KV caches on CPU, one rank, and every layer plain (its linears'
+weights in w4a8, q8 or kq formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K in any
+mix, or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no LoRA); else the
+model runs its layers as modules, as before.
 """
 
 from __future__ import annotations
@@ -85,8 +85,7 @@ class _Layer(ctypes.Structure):
 class _Model(ctypes.Structure):
     _fields_ = [
         *((name, _I64) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")),
-        ("inter", _I64),
-        ("block_size", _I64),
+        *((name, _I64) for name in ("inter", "block_size", "kv_half")),
         ("eps", ctypes.c_float),
         ("scale", ctypes.c_float),
         ("cos", _P),
@@ -261,13 +260,14 @@ class FusedDecode:
 
 
 def _fits(ctx: ForwardContext) -> bool:
-    """Whether the KV caches are what the kernel reads (CPU, float32, contiguous), and the
-    kernel builds here."""
+    """Whether the KV caches are what the kernel reads (CPU, float32 or float16 alike,
+    contiguous), and the kernel builds here."""
     tensors = [t for pair in ctx.kv_caches for t in pair]
     return (
         ctx.backend.name == "torch"
         and all(t.device.type == "cpu" and t.is_contiguous() for t in tensors)
-        and all(t.dtype == torch.float32 for t in tensors)
+        and len({t.dtype for t in tensors}) == 1
+        and tensors[0].dtype in (torch.float32, torch.float16)
         and ctx.positions.dtype == torch.int64
         and load() is not None
     )
@@ -291,6 +291,7 @@ def _make_plan(model: LlamaStack, kv_caches: list) -> _Plan | None:
         first.head_dim,
         decoders[0].mlp.down_proj.in_features,
         kv_caches[0][0].shape[1],
+        kv_caches[0][0].dtype == torch.float16,
         decoders[0].input_layernorm.eps,
         first.scale,
         rotary.cos.data_ptr(),
