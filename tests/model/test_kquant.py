@@ -173,3 +173,17 @@ def test_a_truncated_k_quant_tensor_fails_naming_it_and_the_file(model_factory, 
         f.truncate(int(last.data_offset) + int(last.n_bytes) // 2)
     with pytest.raises(ValueError, match=rf"{cut}.*{last.name}"):
         LLM(str(cut))
+
+
+def test_a_second_load_maps_the_packed_weights_the_first_kept(model_factory, tmp_path, monkeypatch):
+    file = write_gguf(model_factory(SPECS["qwen2"]), tmp_path / "kept.gguf", ud_mix)
+    first = LLM(str(file), max_model_len=128)
+    want = _nll(first)
+    first.close()
+
+    def relayout(*args):
+        raise AssertionError("a second load re-laid a tensor's blocks")
+
+    monkeypatch.setattr("llmkit.model.layers.formats.WeightFormat.read", relayout)
+    again = LLM(str(file), max_model_len=128)
+    np.testing.assert_array_equal(_nll(again), want)

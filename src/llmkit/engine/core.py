@@ -28,7 +28,9 @@ from llmkit.engine.stats import EngineStats
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, LLMKitError
 from llmkit.executor.runner import create_runner
+from llmkit.model.cpu_kernels import start_cpu_kernel_builds
 from llmkit.model.lora_adapter import LoRAAdapter
+from llmkit.model.runner import resolve_device
 from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import Logprob, PositionLogprobs
 
@@ -40,6 +42,8 @@ class EngineCore:
 
     def __init__(self, config: EngineConfig):
         self.config = config
+        if resolve_device(config).type == "cpu":  # the kernels compile while the model resolves
+            start_cpu_kernel_builds()
         model = resolve(config)
         self.model_info = model.info
         self.pooling_config = model.pooling

@@ -12,6 +12,7 @@ from torch import nn
 from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
+from llmkit.model.cpu_kernels import build_cpu_kernels
 from llmkit.model.cpu_memory import keep_freed_memory
 from llmkit.model.cuda_graphs import DecodeGraphs
 from llmkit.model.gguf.cache import gguf_table
@@ -111,6 +112,8 @@ class ModelRunner:
         self.block_size = config.block_size
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_memory()
+        if self.device.type == "cpu":
+            build_cpu_kernels()
         table = gguf_table(model_path)
         method, group = config.quantization, config.quantization_group_size
         native = (

@@ -97,6 +97,7 @@ def load_function(
         ).hexdigest()[:16]
         target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
         if not target.exists():
+            logger.info("compiling the %s kernel for this CPU (once, into %s)", source.stem, target)
             _build(compiler, [*FLAGS, *extra_flags], source, target)
         function = getattr(ctypes.CDLL(str(target)), name)
     except (OSError, AttributeError, subprocess.SubprocessError) as exc:

@@ -9,11 +9,13 @@ built once, under a key of the file's path, size and leading bytes.
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 from llmkit.model.demo import build_once
 from llmkit.model.gguf.tensors import FILE, TensorTable
 
+logger = logging.getLogger(__name__)
 _FORMAT_VERSION = 2
 # The metadata (vocabulary, merges, chat template) sits at the file's start: 1.7 MiB for a
 # 49k vocabulary, a few MiB for the largest. Hashing this much covers it at a few ms,
@@ -57,6 +59,7 @@ def _write(path: Path, tmp: Path) -> None:
     from llmkit.model.gguf.file import open_gguf
     from llmkit.model.gguf.weights import check_tensors
 
+    logger.info("reading %s's metadata, tokenizer and tensor table (once, into %s)", path, tmp)
     reader = open_gguf(path)
     config = hf_config(reader, path)
     table = TensorTable.of(reader, path)

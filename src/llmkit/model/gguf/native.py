@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from llmkit.model.gguf.packed import PackedStore
 from llmkit.model.gguf.tensors import TensorTable
-from llmkit.model.layers.formats import FORMATS, WeightFormat, load_kernels
+from llmkit.model.layers.formats import FORMATS, WeightFormat
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
 
 if TYPE_CHECKING:
@@ -138,18 +139,15 @@ def available_memory() -> int | None:
 def _plan(
     table: TensorTable, formats: dict[str, WeightFormat], with_embedding: bool
 ) -> NativeWeights:
-    plan = NativeWeights()
-    load_kernels()
+    plan, store = NativeWeights(), PackedStore(table.folder)
     layers = {int(n.split(".")[1]) for n in table.tensors if n.startswith("blk.")}
     for layer in sorted(layers):
         for module, parts in _LINEARS.items():
             names = [f"blk.{layer}.{part}.weight" for part in parts]
-            _linear(plan, table, formats, f"model.layers.{layer}.{module}", names)
-    if not with_embedding:
-        return plan
+            _linear(plan, table, formats, store, f"model.layers.{layer}.{module}", names)
     embedding = table.tensors.get("token_embd.weight")
-    if embedding is not None and embedding.type in formats:
-        part = _part(table, formats, embedding.name)
+    if with_embedding and embedding is not None and embedding.type in formats:
+        part = _part(table, formats, store, embedding.name)
         plan.modules[EMBEDDING] = lambda old: NativeEmbedding(
             part, old.embedding_dim, old.weight.dtype
         )
@@ -158,7 +156,9 @@ def _plan(
             plan.modules[HEAD] = lambda old: NativeLinear(
                 [part], old.in_features, old.out_features, None
             )
-    _linear(plan, table, formats, HEAD, ["output.weight"])
+    if with_embedding:
+        _linear(plan, table, formats, store, HEAD, ["output.weight"])
+    store.save()
     return plan
 
 
@@ -166,6 +166,7 @@ def _linear(
     plan: NativeWeights,
     table: TensorTable,
     formats: dict[str, WeightFormat],
+    store: PackedStore,
     module: str,
     names: list[str],
 ) -> None:
@@ -173,15 +174,21 @@ def _linear(
     infos = [table.tensors.get(n) for n in names]
     if any(info is None or info.type not in formats for info in infos):
         return
-    parts = [_part(table, formats, name) for name in names]
+    parts = [_part(table, formats, store, name) for name in names]
     plan.modules[module] = lambda old: NativeLinear(
         parts, old.in_features, old.out_features, old.bias
     )
     plan.tensors.update(names)
 
 
-def _part(table: TensorTable, formats: dict[str, WeightFormat], name: str) -> Part:
-    """Tensor ``name``'s rows (copied out of the file's mapping) for its format's kernel."""
-    info = table.tensors[name]
-    blocks = torch.from_numpy(np.array(table.rows(name)))
-    return Part(formats[info.type], formats[info.type].read(blocks, info.shape[1]), info.shape[0])
+def _part(
+    table: TensorTable, formats: dict[str, WeightFormat], store: PackedStore, name: str
+) -> Part:
+    """Tensor ``name``'s weight for its format's kernel: from the store, else its rows (copied
+    out of the file's mapping) laid out."""
+    info, fmt = table.tensors[name], formats[table.tensors[name].type]
+
+    def make() -> Any:
+        return fmt.read(torch.from_numpy(np.array(table.rows(name))), info.shape[1])
+
+    return Part(fmt, store.get(name, fmt, make), info.shape[0])

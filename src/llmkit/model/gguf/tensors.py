@@ -45,8 +45,14 @@ class TensorTable:
     ``permuted``: the attention tensors (``attn_q``, ``attn_k``) whose rows llama.cpp's
     converter permuted, with their head counts (Llama-family files only)."""
 
-    def __init__(self, file: Path, tensors: list[TensorInfo], permuted: dict[str, int]) -> None:
-        self.file = file
+    def __init__(
+        self,
+        file: Path,
+        tensors: list[TensorInfo],
+        permuted: dict[str, int],
+        folder: Path | None = None,
+    ) -> None:
+        self.file, self.folder = file, folder  # folder: the cached folder it was saved in
         self.tensors = {t.name: t for t in tensors}
         self.permuted = permuted
         self._map: np.memmap | None = None
@@ -88,7 +94,7 @@ class TensorTable:
     def load(cls, folder: Path) -> TensorTable:
         data = json.loads((folder / FILE).read_text())
         infos = [TensorInfo(**{**t, "shape": tuple(t["shape"])}) for t in data["tensors"]]
-        return cls(Path(data["file"]), infos, data["permuted"])
+        return cls(Path(data["file"]), infos, data["permuted"], folder)
 
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as rows: uint8 ``[*shape[:-1], bytes of one row]``."""

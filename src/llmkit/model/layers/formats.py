@@ -32,6 +32,11 @@ class WeightFormat:
     widen: Callable[[Packed], torch.Tensor]
 
     @property
+    def packed_type(self) -> type:
+        """The tuple its kernel reads (:meth:`read`'s result)."""
+        return (w4a8.Packed, q8.Packed, kquant.Packed)[self.fused_kind]
+
+    @property
     def bits_per_weight(self) -> float:
         return 8 * self.block_bytes / self.block_inputs
 
@@ -88,10 +93,3 @@ FORMATS: dict[str, WeightFormat] = {
     ),
     **{name: _kq(name) for name in kquant.BLOCK_BYTES},
 }
-
-
-def load_kernels() -> None:
-    """Build every format's kernel now (at model load), not in a request's first step."""
-    w4a8.load()
-    q8.load()
-    kquant.load()
