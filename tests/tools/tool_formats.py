@@ -102,6 +102,13 @@ def harmony(calls: list[Call]) -> str:
     )
 
 
+def example_functions(calls: list[Call]) -> str:
+    """The example plugin distribution's format (its own tests write it the same way)."""
+    return "".join(
+        f"<function={n}>{json.dumps(a, ensure_ascii=False)}</function>" for n, a in calls
+    )
+
+
 FORMATS = {
     "hermes": Format(hermes, ("<tool_call>", "</tool_call>"), start_marker="<tool_call>"),
     "mistral": Format(mistral, ("[TOOL_CALLS]",), start_marker="[TOOL_CALLS]"),
@@ -128,6 +135,9 @@ FORMATS = {
         deepseek_v31,
         ("<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁calls▁end｜>"),
         start_marker="<｜tool▁calls▁begin｜>",
+    ),
+    "example_functions": Format(
+        example_functions, ("<function=", "</function>"), start_marker="<function="
     ),
     "kimi_k2": Format(
         kimi_k2,

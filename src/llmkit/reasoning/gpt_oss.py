@@ -11,6 +11,8 @@ from llmkit.reasoning.base import ReasoningParser
 
 
 class HarmonyReasoningParser(ReasoningParser):
+    special_markup = True
+
     def split(self, text: str, final: bool) -> tuple[str, str]:
         parts, _ = read(text, final)
         reasoning: list[str] = []

@@ -153,6 +153,9 @@ async def prepare_chat(
             prompt_logprobs=req.prompt_logprobs,
             structured_outputs=constraint,
         )
+    reasoning = None if tools.forced else ctx.reasoning_parser
+    if any(p is not None and p.special_markup for p in (tools.parser, reasoning)):
+        params.skip_special_tokens = False
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":
         # As in vLLM: echo repeats the assistant message being continued.
@@ -277,8 +280,7 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
                 delta = DeltaMessage(content=o.text) if o.text else None
             else:
                 delta = extractor.feed(o.text, final=finish_reason is not None)
-                if finish_reason == "stop" and extractor.called:
-                    finish_reason = "tool_calls"
+                finish_reason = extractor.finish_reason(finish_reason)
             if delta is None and finish_reason is None and logprobs is None:
                 continue
             await send(

@@ -61,6 +61,9 @@ class ToolParser(ABC):
     """
 
     calls_in_reasoning: bool = True
+    # The format's markers are special tokens, which reach the text only when the output is
+    # decoded with skip_special_tokens off: the server turns it off, as vLLM does.
+    special_markup: bool = False
 
     @abstractmethod
     def scan(self, text: str, final: bool) -> Scan:

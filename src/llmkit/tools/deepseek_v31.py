@@ -8,6 +8,7 @@ from llmkit.tools.sections import SectionParser
 
 class DeepSeekV31ToolParser(SectionParser):
     start_marker = "<｜tool▁calls▁begin｜>"
+    special_markup = True
     section_end = "<｜tool▁calls▁end｜>"
     call_begin = "<｜tool▁call▁begin｜>"
     args_begin = "<｜tool▁sep｜>"

@@ -18,6 +18,7 @@ _VALUE, _VALUE_END = "<arg_value>", "</arg_value>"
 
 class Glm45ToolParser(TypedArgsParser, MarkerParser):
     start_marker = "<tool_call>"
+    special_markup = True
     end_marker = "</tool_call>"
 
     def read_region(

@@ -11,6 +11,8 @@ _FUNCTIONS = "functions."
 
 
 class HarmonyToolParser(ToolParser):
+    special_markup = True
+
     def scan(self, text: str, final: bool) -> Scan:
         parts, _ = read(text, final)
         content: list[str] = []

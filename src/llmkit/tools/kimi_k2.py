@@ -9,6 +9,7 @@ from llmkit.tools.sections import SectionParser
 
 class KimiK2ToolParser(SectionParser):
     start_marker = "<|tool_calls_section_begin|>"
+    special_markup = True
     section_end = "<|tool_calls_section_end|>"
     call_begin = "<|tool_call_begin|>"
     args_begin = "<|tool_call_argument_begin|>"
