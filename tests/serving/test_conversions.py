@@ -227,3 +227,24 @@ def test_partial_utf8_tokens_read_as_bytes(tokenizer):
     assert len(names) == len(partial)  # each has a name of its own
     text, raw = token_repr(tokenizer, partial[0])
     assert text == "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_an_assistants_reasoning_reaches_the_template_under_both_names(field):
+    """Clients send thinking back as either; templates read one or the other (GLM's
+    reasoning_content; gpt-oss's thinking, taken from either in llmkit's template)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    from llmkit.chat.glm45 import GLM45
+    from llmkit.serving.conversation import to_conversation
+
+    request = ChatCompletionRequest(
+        messages=[
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello.", field: "They greet me."},
+        ]
+    )
+    turn = to_conversation(request.messages)[1]
+    assert turn["reasoning"] == turn["reasoning_content"] == "They greet me."
+    rendered = _compile_jinja_template(GLM45).render(messages=to_conversation(request.messages))
+    assert "<think>They greet me.</think>\nHello." in rendered

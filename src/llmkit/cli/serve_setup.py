@@ -184,6 +184,7 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
         tool_call_parser=args.tool_call_parser,
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         reasoning_parser=args.reasoning_parser,
+        reasoning_field=args.reasoning_field,
     )
 
 

@@ -55,7 +55,8 @@ class ChatJob(GenerationJob):
             return None
         tool_name = None if self.tools.forced else ctx.options.tool_call_parser
         names = (ctx.options.reasoning_parser, tool_name)
-        return Extractor(reasoning, self.tools.parser, self.tools.max_calls, names)
+        fields = ctx.options.reasoning_fields
+        return Extractor(reasoning, self.tools.parser, self.tools.max_calls, names, fields)
 
 
 async def render_messages(
@@ -210,7 +211,8 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
         extractor = job.extractor(ctx)
         if extractor is not None:
             parts = extractor.whole(choice.text)
-            message.reasoning_content = parts.reasoning
+            for name in ctx.options.reasoning_fields:
+                setattr(message, name, parts.reasoning)
             message.tool_calls = parts.tool_calls
             message.content = parts.content
             if job.echo_text:

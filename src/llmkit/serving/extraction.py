@@ -50,6 +50,8 @@ class Extractor:
     tools: ToolParser | None
     max_calls: int | None = None
     names: tuple[str | None, str | None] = (None, None)
+    # The delta fields the reasoning goes in (ServingOptions.reasoning_fields).
+    reasoning_fields: tuple[str, ...] = ("reasoning", "reasoning_content")
     _reasoning_stream: ReasoningStream | None = field(init=False, default=None)
     _tool_stream: ToolCallStream | None = field(init=False, default=None)
     # The calls in the reasoning, while the tool parser reads them there.
@@ -118,7 +120,7 @@ class Extractor:
         if delta:
             fields["content"] = delta
         if reasoning:
-            fields["reasoning_content"] = reasoning
+            fields |= dict.fromkeys(self.reasoning_fields, reasoning)
         if calls:
             fields["tool_calls"] = calls
         return DeltaMessage(**fields) if fields else None  # type: ignore[arg-type]

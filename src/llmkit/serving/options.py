@@ -7,6 +7,7 @@ from typing import Literal
 
 ContentFormat = Literal["auto", "string", "openai"]
 CONTENT_FORMATS: tuple[ContentFormat, ...] = ("auto", "string", "openai")
+ReasoningField = Literal["both", "reasoning", "reasoning_content"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class ServingOptions:
     ``tool_call_parser``: the ``llmkit.tool_parsers`` plugin that reads tool calls out of
     the output; ``enable_auto_tool_choice`` lets the model decide to call tools
     (``tool_choice="auto"``), which needs a parser. ``reasoning_parser``: the
-    ``llmkit.reasoning_parsers`` plugin that separates ``reasoning_content``.
+    ``llmkit.reasoning_parsers`` plugin that separates the reasoning, which chat answers
+    carry in ``reasoning`` and ``reasoning_content`` alike (clients read either name), or in
+    the one ``reasoning_field`` names.
     ``allowed_media_domains``: the hosts whose ``http(s)`` image URLs are fetched (none:
     only ``data:`` URLs), within ``media_fetch_timeout_s`` and ``max_media_bytes``;
     ``allowed_local_media_path``: the directory ``file:`` image URLs may read (none: no
@@ -41,16 +44,28 @@ class ServingOptions:
     tool_call_parser: str | None = None
     enable_auto_tool_choice: bool = False
     reasoning_parser: str | None = None
+    reasoning_field: ReasoningField = "both"
     allowed_media_domains: tuple[str, ...] = ()
     allowed_local_media_path: str | None = None
     media_fetch_timeout_s: float = 10.0
     max_media_bytes: int = 20 * 1024 * 1024
+
+    @property
+    def reasoning_fields(self) -> tuple[str, ...]:
+        """The names a chat answer carries its reasoning under."""
+        both = ("reasoning", "reasoning_content")
+        return both if self.reasoning_field == "both" else (self.reasoning_field,)
 
     def __post_init__(self) -> None:
         if self.chat_template_content_format not in CONTENT_FORMATS:
             raise ValueError(
                 f"chat_template_content_format must be one of {', '.join(CONTENT_FORMATS)}, "
                 f"got {self.chat_template_content_format!r}"
+            )
+        if self.reasoning_field not in ("both", "reasoning", "reasoning_content"):
+            raise ValueError(
+                "reasoning_field must be both, reasoning or reasoning_content, "
+                f"got {self.reasoning_field!r}"
             )
         if not self.response_role.strip():
             raise ValueError("response_role must not be empty")
