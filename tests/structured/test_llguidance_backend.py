@@ -121,3 +121,18 @@ def test_a_bitmask_as_wide_as_narrower_logits_gets_the_ids_it_covers(tok):
     matcher.fill_bitmask(logits, 0)
     assert logits.shape[1] < whole.shape[1]
     assert (logits[0] == whole[0, : logits.shape[1]]).all()
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_json_is_compact_unless_whitespace_is_allowed(tok, backend, compact):
+    """Forced calls and json_schema answers: no free whitespace by default (a weak model
+    spends its budget there); disable_any_whitespace=False (vLLM's switch) allows it."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    spec = StructuredOutputsParams(json=schema, disable_any_whitespace=compact)
+    matcher = backend.compile(spec).matcher()
+    assert matcher.accept(tok.encode("{", add_special_tokens=False)[0])
+    blanks = {t for t in _allowed(matcher, tok.vocab_size) if not tok.token_text(t).strip()}
+    assert bool(blanks) is not compact
+    assert (
+        spec.key() != StructuredOutputsParams(json=schema, disable_any_whitespace=not compact).key()
+    )
