@@ -209,6 +209,14 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="the chat answer's field(s) for the reasoning: reasoning (vLLM's current name), "
         "reasoning_content (DeepSeek's and older vLLM's), or both (default)",
     )
+    plugins.add_argument(
+        "--structured-outputs-compile-timeout-s",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="how long a request's JSON schema, regex or grammar may take to compile (off "
+        "the event loop) before the request is a 400 (default: 5)",
+    )
     media = parser.add_argument_group("image inputs (closed by default: data: URLs only)")
     media.add_argument(
         "--allowed-media-domains",

@@ -20,7 +20,7 @@ from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
-from llmkit.structured import CompiledGrammar, GrammarCompiler
+from llmkit.structured import DEFAULT_COMPILE_TIMEOUT_S, CompiledGrammar, GrammarCompiler
 from llmkit.structured.llguidance_backend import LLGuidanceBackend
 
 
@@ -37,8 +37,9 @@ class InputProcessor:
         self.max_model_len = info.max_model_len
         self.vocab_size = info.vocab_size
         self.images = ImageInputs(info)
-        # Grammars compile here, on the caller's thread (llguidance takes about a
-        # millisecond for a typical schema), so the step thread never waits on one.
+        # Grammars compile on the caller's side, within a time limit (llguidance takes about
+        # a millisecond for a typical schema), so the step thread never waits on one;
+        # EngineFrontend.compile_structured compiles off an event loop.
         # A grammar may name every token id of the tokenizer, which may hold more than the
         # model has logits for; the sampler masks those.
         self.grammars = GrammarCompiler(
@@ -156,12 +157,14 @@ class InputProcessor:
                     f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})",
                 )
 
-    def compile_grammar(self, params: SamplingParams) -> CompiledGrammar | None:
+    def compile_grammar(
+        self, params: SamplingParams, timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+    ) -> CompiledGrammar | None:
         """The grammar of ``params.structured_outputs``, compiled (or cached); ValueError
-        naming the field if it is invalid."""
+        naming the field if it is invalid or does not compile within ``timeout_s``."""
         if params.structured_outputs is None:
             return None
-        return self.grammars.compile(params.structured_outputs)
+        return self.grammars.compile(params.structured_outputs, timeout_s)
 
     def check_task(self, params: SamplingParams | PoolingParams) -> None:
         """Reject what this engine's task does not serve (vLLM: generate on a pooling model)."""

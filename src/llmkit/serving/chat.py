@@ -21,7 +21,7 @@ from llmkit.protocol.openai import (
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, message_text, to_conversation
-from llmkit.serving.engine_calls import run_streams, start_generation
+from llmkit.serving.engine_calls import compile_constraint, run_streams, start_generation
 from llmkit.serving.errors import bad_request, from_value_error, naming
 from llmkit.serving.extraction import Extractor
 from llmkit.serving.logprobs import chat_logprobs
@@ -164,6 +164,7 @@ async def prepare_chat(
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
     lora = ctx.loras.get(model)
     with naming(names):
+        await compile_constraint(ctx, params)
         streams = start_generation(ctx, request_id, [prompt], params, req.priority, lora)
     return ChatJob(
         request_id=request_id,

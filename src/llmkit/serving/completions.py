@@ -15,7 +15,12 @@ from llmkit.protocol.openai import (
 from llmkit.serving.beam_search import beam_search_params
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import run_streams, start_beam_search, start_generation
+from llmkit.serving.engine_calls import (
+    compile_constraint,
+    run_streams,
+    start_beam_search,
+    start_generation,
+)
 from llmkit.serving.errors import bad_request
 from llmkit.serving.logprobs import completion_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
@@ -66,6 +71,7 @@ async def prepare_completion(
         beams = beam_search_params(req, max_tokens, info.max_logprobs)
         streams = start_beam_search(ctx, request_id, prompts, beams, req.priority, lora)
     else:
+        await compile_constraint(ctx, params)
         streams = start_generation(ctx, request_id, prompts, params, req.priority, lora)
     return CompletionJob(
         request_id=request_id,

@@ -30,6 +30,8 @@ class ServingOptions:
     ``llmkit.reasoning_parsers`` plugin that separates the reasoning, which chat answers
     carry in ``reasoning`` and ``reasoning_content`` alike (clients read either name), or in
     the one ``reasoning_field`` names.
+    ``structured_outputs_compile_timeout_s``: how long a request's grammar, schema or
+    regex may take to compile (off the event loop) before the request is a 400.
     ``allowed_media_domains``: the hosts whose ``http(s)`` image URLs are fetched (none:
     only ``data:`` URLs), within ``media_fetch_timeout_s`` and ``max_media_bytes``;
     ``allowed_local_media_path``: the directory ``file:`` image URLs may read (none: no
@@ -45,6 +47,7 @@ class ServingOptions:
     enable_auto_tool_choice: bool = False
     reasoning_parser: str | None = None
     reasoning_field: ReasoningField = "both"
+    structured_outputs_compile_timeout_s: float = 5.0
     allowed_media_domains: tuple[str, ...] = ()
     allowed_local_media_path: str | None = None
     media_fetch_timeout_s: float = 10.0
@@ -71,5 +74,7 @@ class ServingOptions:
             raise ValueError("response_role must not be empty")
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ValueError("enable_auto_tool_choice needs a tool_call_parser")
+        if not self.structured_outputs_compile_timeout_s > 0:
+            raise ValueError("structured_outputs_compile_timeout_s must be more than 0")
         if not self.media_fetch_timeout_s > 0 or self.max_media_bytes < 1:
             raise ValueError("media_fetch_timeout_s and max_media_bytes must be positive")
