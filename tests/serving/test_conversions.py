@@ -95,6 +95,20 @@ def test_context_length_error_states_both_numbers():
     assert (err.value.param, err.value.code) == ("messages", "context_length_exceeded")
 
 
+def test_the_http_app_and_the_engine_keep_one_context_rule():
+    """The 400 says what the engine's ValueError says; unset max_tokens is the rest."""
+    from llmkit.context_window import completion_budget
+
+    with pytest.raises(OpenAIError) as http:
+        check_context_length(100, 29, 128, "prompt")
+    with pytest.raises(ValueError, match="129 tokens") as engine:
+        completion_budget(100, 29, 128)
+    assert http.value.message == str(engine.value)
+    assert completion_budget(100, None, 128) == 28
+    with pytest.raises(ValueError, match="your prompt resulted in 128 tokens"):
+        completion_budget(128, None, 128)
+
+
 def test_error_body_shape():
     body = OpenAIError(404, "no such model", "model", "model_not_found").body().model_dump()
     assert body == {

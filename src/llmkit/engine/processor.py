@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from llmkit.chat.resolve import resolve_chat_template
+from llmkit.context_window import completion_budget
 from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.output_state import CompletionState, RequestState
@@ -131,12 +132,7 @@ class InputProcessor:
         return self.tokenizer.encode(text, refuse_over=self.max_model_len)
 
     def check_sampling(self, params: SamplingParams, prompt_len: int) -> None:
-        if prompt_len >= self.max_model_len:
-            raise ValueError(
-                f"the prompt is {prompt_len} tokens long, but max_model_len is "
-                f"{self.max_model_len}: it must be shorter to leave room for at least one "
-                "generated token"
-            )
+        completion_budget(prompt_len, params.max_tokens, self.max_model_len)
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(params, name)
             if value is not None and value > self.info.max_logprobs:
@@ -256,8 +252,7 @@ class InputProcessor:
         self.check_task(params)
         tokens, grammar, images = self._prepare_sampling(prompt, params)
         text, ids = _unpack(tokens)
-        room = self.max_model_len - len(ids)
-        max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
+        max_tokens = completion_budget(len(ids), params.max_tokens, self.max_model_len)
         completions, requests = [], []
         for i in range(params.n):
             child_params = params

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmkit.context_window import completion_budget
 from llmkit.outputs import PositionLogprobs, RequestOutput
 from llmkit.protocol.openai import (
     CompletionChoice,
@@ -67,7 +68,7 @@ async def prepare_completion(
     lora = ctx.loras.get(model)
     if req.use_beam_search:
         longest = max(len(p.token_ids) for p in prompts)
-        max_tokens = req.max_tokens or info.max_model_len - longest
+        max_tokens = completion_budget(longest, req.max_tokens, info.max_model_len)
         beams = beam_search_params(req, max_tokens, info.max_logprobs)
         streams = start_beam_search(ctx, request_id, prompts, beams, req.priority, lora)
     else:
