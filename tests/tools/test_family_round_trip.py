@@ -12,6 +12,7 @@ from transformers.utils.chat_template_utils import _compile_jinja_template
 
 from llmkit.plugins import CHAT_TEMPLATES, REASONING_PARSERS, TOOL_PARSERS, load
 from llmkit.serving.extraction import Extractor
+from llmkit.tools import ToolCallStream
 
 TOOLS = [
     {
@@ -132,3 +133,25 @@ def test_the_parser_reads_back_what_the_template_wrote(family):
     assert streamed == expected
     assert (content, reasoning) == (whole.content or "", whole.reasoning or "")
     assert render(template, messages, True)  # the tool result renders too
+
+
+def test_a_string_parameter_streams_before_its_close_tag():
+    """Qwen3-Coder's file contents reach the client as the model writes them."""
+    parser = load(TOOL_PARSERS, "qwen3_coder")()
+    parser.use_tools(
+        [
+            {
+                "function": {
+                    "name": "write",
+                    "parameters": {"properties": {"text": {"type": "string"}}},
+                }
+            }
+        ]
+    )
+    stream = ToolCallStream(parser)
+    _, deltas = stream.feed("<tool_call>\n<function=write>\n<parameter=text>\nline one\nline tw")
+    assert "".join(d.arguments for d in deltas) == '{"text": "line one\\nline tw'
+    _, deltas = stream.feed("o\n</param")
+    assert "".join(d.arguments for d in deltas) == "o"
+    stream.feed("eter>\n</function>\n</tool_call>", final=True)
+    assert json.loads(stream.calls[0].arguments) == {"text": "line one\nline two"}

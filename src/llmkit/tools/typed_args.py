@@ -31,16 +31,21 @@ class TypedArgsParser(ToolParser):
             properties = schema.get("properties") if isinstance(schema, dict) else None
             self._properties[function["name"]] = properties if isinstance(properties, dict) else {}
 
+    def is_text(self, tool: str, key: str) -> bool:
+        """Whether argument ``key`` of ``tool`` is a string (its value streams as written)."""
+        kind = _type_of(self._properties.get(tool, {}).get(key))
+        return kind is not None and kind.startswith(_STRINGS)
+
     def typed(self, tool: str, key: str, raw: str) -> Any:
         """The value that ``raw``, written for argument ``key`` of ``tool``, stands for."""
         prop = self._properties.get(tool, {}).get(key)
         kind = _type_of(prop)
         if kind is None:
             return _json_or_text(raw)
+        if kind.startswith(_STRINGS):
+            return raw  # as written, so that streaming it can send it as it comes
         if raw.strip().lower() == "null":
             return None
-        if kind.startswith(_STRINGS):
-            return raw
         try:
             if kind.startswith(_INTEGERS):
                 return int(raw.strip())
