@@ -19,6 +19,9 @@ class RequestOutputKind(enum.Enum):
     FINAL_ONLY = 2
 
 
+_KINDS = ("json", "json_object", "regex", "choice", "grammar")
+
+
 @dataclass(frozen=True)
 class StructuredOutputsParams:
     """A constraint on the generated text; exactly one field is set (vLLM's names).
@@ -28,6 +31,11 @@ class StructuredOutputsParams:
     the strings the output may be; ``grammar`` is a Lark (or GBNF) grammar. The output
     ends (finish reason "stop") when the constraint is complete; if ``max_tokens`` runs
     out first, it ends with finish reason "length" and the text is incomplete.
+
+    ``disable_any_whitespace`` (vLLM's name): JSON is compact, no whitespace between its
+    tokens but the one after ``,`` and ``:`` (the default here, as OpenAI's strict answers
+    are: free whitespace lets a weak model spend its whole budget on blanks); False lets
+    the model write any whitespace there.
     """
 
     json: dict[str, Any] | str | None = None
@@ -35,6 +43,7 @@ class StructuredOutputsParams:
     regex: str | None = None
     choice: list[str] | None = None
     grammar: str | None = None
+    disable_any_whitespace: bool = True
 
     def __post_init__(self) -> None:
         given = self._given()
@@ -98,11 +107,12 @@ class StructuredOutputsParams:
 
     def key(self) -> str:
         """A canonical text of the constraint: equal constraints have equal keys."""
-        return self.kind + ":" + jsonlib.dumps(getattr(self, self.kind), sort_keys=True)
+        spaced = "" if self.disable_any_whitespace else "+ws"
+        return self.kind + spaced + ":" + jsonlib.dumps(getattr(self, self.kind), sort_keys=True)
 
     def _given(self) -> list[str]:
         # json_object=False is "not asked for", as if left out.
-        return [f.name for f in fields(self) if getattr(self, f.name) not in (None, False)]
+        return [name for name in _KINDS if getattr(self, name) not in (None, False)]
 
 
 @dataclass

@@ -52,7 +52,9 @@ def test_one_params_per_prompt_and_mismatch(llm):
 
 def test_too_long_prompt_names_both_lengths_and_queues_nothing(llm):
     long_prompt = list(range(5, 205))
-    with pytest.raises(ValueError, match=r"200 tokens.*max_model_len is 128"):
+    with pytest.raises(
+        ValueError, match=r"context length is 128 tokens.*your prompt resulted in 200"
+    ):
         llm.generate(["fine", long_prompt], GREEDY, use_tqdm=False)
     stats = llm.stats()
     assert stats.num_running == 0 and stats.num_waiting == 0
@@ -84,6 +86,15 @@ def test_max_tokens_is_capped_by_the_context(llm):
     )
     assert len(out[0].outputs[0].token_ids) == 128 - 120
     assert out[0].outputs[0].finish_reason == "length"
+
+
+def test_max_tokens_past_the_context_is_refused_with_the_counts(llm):
+    """The HTTP app's rule and words: never a silent clamp."""
+    counts = r"130 tokens \(120 in the prompt, 10 in the completion\)"
+    with pytest.raises(ValueError, match=rf"maximum context length is 128 tokens.*{counts}"):
+        llm.generate([list(range(5, 125))], SamplingParams(max_tokens=10), use_tqdm=False)
+    out = llm.generate([list(range(5, 125))], SamplingParams(max_tokens=8), use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) <= 8
 
 
 def test_chat_uses_the_template_without_a_double_bos(llm):

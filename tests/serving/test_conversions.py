@@ -95,6 +95,20 @@ def test_context_length_error_states_both_numbers():
     assert (err.value.param, err.value.code) == ("messages", "context_length_exceeded")
 
 
+def test_the_http_app_and_the_engine_keep_one_context_rule():
+    """The 400 says what the engine's ValueError says; unset max_tokens is the rest."""
+    from llmkit.context_window import completion_budget
+
+    with pytest.raises(OpenAIError) as http:
+        check_context_length(100, 29, 128, "prompt")
+    with pytest.raises(ValueError, match="129 tokens") as engine:
+        completion_budget(100, 29, 128)
+    assert http.value.message == str(engine.value)
+    assert completion_budget(100, None, 128) == 28
+    with pytest.raises(ValueError, match="your prompt resulted in 128 tokens"):
+        completion_budget(128, None, 128)
+
+
 def test_error_body_shape():
     body = OpenAIError(404, "no such model", "model", "model_not_found").body().model_dump()
     assert body == {
@@ -227,3 +241,24 @@ def test_partial_utf8_tokens_read_as_bytes(tokenizer):
     assert len(names) == len(partial)  # each has a name of its own
     text, raw = token_repr(tokenizer, partial[0])
     assert text == "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_an_assistants_reasoning_reaches_the_template_under_both_names(field):
+    """Clients send thinking back as either; templates read one or the other (GLM's
+    reasoning_content; gpt-oss's thinking, taken from either in llmkit's template)."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    from llmkit.chat.glm45 import GLM45
+    from llmkit.serving.conversation import to_conversation
+
+    request = ChatCompletionRequest(
+        messages=[
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello.", field: "They greet me."},
+        ]
+    )
+    turn = to_conversation(request.messages)[1]
+    assert turn["reasoning"] == turn["reasoning_content"] == "They greet me."
+    rendered = _compile_jinja_template(GLM45).render(messages=to_conversation(request.messages))
+    assert "<think>They greet me.</think>\nHello." in rendered

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
 
 from llmkit.engine.tokenizer import Tokenizer
+from llmkit.errors import ParamError
 from llmkit.sampling_params import SamplingParams, StructuredOutputsParams
 from llmkit.structured import GrammarCompiler
 from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
@@ -121,3 +124,36 @@ def test_a_bitmask_as_wide_as_narrower_logits_gets_the_ids_it_covers(tok):
     matcher.fill_bitmask(logits, 0)
     assert logits.shape[1] < whole.shape[1]
     assert (logits[0] == whole[0, : logits.shape[1]]).all()
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_json_is_compact_unless_whitespace_is_allowed(tok, backend, compact):
+    """Forced calls and json_schema answers: no free whitespace by default (a weak model
+    spends its budget there); disable_any_whitespace=False (vLLM's switch) allows it."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    spec = StructuredOutputsParams(json=schema, disable_any_whitespace=compact)
+    matcher = backend.compile(spec).matcher()
+    assert matcher.accept(tok.encode("{", add_special_tokens=False)[0])
+    blanks = {t for t in _allowed(matcher, tok.vocab_size) if not tok.token_text(t).strip()}
+    assert bool(blanks) is not compact
+    assert (
+        spec.key() != StructuredOutputsParams(json=schema, disable_any_whitespace=not compact).key()
+    )
+
+
+def test_a_compile_past_the_time_limit_is_refused_and_finishes_into_the_cache(backend):
+    """The request waits at most the limit; the compile goes on and a retry finds it."""
+    release = threading.Event()
+
+    class Slow:
+        def compile(self, spec):
+            release.wait(10)
+            return backend.compile(spec)
+
+    compiler = GrammarCompiler(Slow)
+    spec = StructuredOutputsParams(regex="a+")
+    with pytest.raises(ParamError, match=r"structured_outputs.regex did not compile within 0.01 s"):
+        compiler.compile(spec, timeout_s=0.01)
+    release.set()
+    assert compiler.compile(spec) is compiler.compile(spec)
+    assert compiler.compiles == 1

@@ -17,9 +17,16 @@ def test_builtin_tool_parser_passes_the_kit(name):
     check_tool_parser(load(TOOL_PARSERS, name), FORMATS[name])
 
 
-@pytest.mark.parametrize("name", ["qwen3", "deepseek_r1"])
-def test_builtin_reasoning_parser_passes_the_kit(name):
-    check_reasoning_parser(load(REASONING_PARSERS, name), "<think>", "</think>")
+@pytest.mark.parametrize(
+    ("name", "start", "end"),
+    [
+        ("qwen3", "<think>", "</think>"),
+        ("deepseek_r1", "<think>", "</think>"),
+        ("openai", "<|channel|>analysis<|message|>", "<|end|>"),
+    ],
+)
+def test_builtin_reasoning_parser_passes_the_kit(name, start, end):
+    check_reasoning_parser(load(REASONING_PARSERS, name), start, end)
 
 
 def test_the_kit_finds_a_parser_that_breaks_the_rules():

@@ -193,13 +193,29 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         "--tool-call-parser",
         metavar="NAME",
         help="the llmkit.tool_parsers plugin that reads tool calls in the output (built in: "
-        "hermes, llama3_json, mistral, pythonic)",
+        "hermes, llama3_json, mistral, pythonic, qwen3_coder, openai, deepseek_v31, glm45, "
+        "kimi_k2)",
     )
     plugins.add_argument(
         "--reasoning-parser",
         metavar="NAME",
-        help="the llmkit.reasoning_parsers plugin that moves reasoning into "
-        "reasoning_content (built in: deepseek_r1, qwen3)",
+        help="the llmkit.reasoning_parsers plugin that moves reasoning out of the content "
+        "(built in: deepseek_r1, qwen3, openai)",
+    )
+    plugins.add_argument(
+        "--reasoning-field",
+        choices=("both", "reasoning", "reasoning_content"),
+        default="both",
+        help="the chat answer's field(s) for the reasoning: reasoning (vLLM's current name), "
+        "reasoning_content (DeepSeek's and older vLLM's), or both (default)",
+    )
+    plugins.add_argument(
+        "--structured-outputs-compile-timeout-s",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="how long a request's JSON schema, regex or grammar may take to compile (off "
+        "the event loop) before the request is a 400 (default: 5)",
     )
     media = parser.add_argument_group("image inputs (closed by default: data: URLs only)")
     media.add_argument(

@@ -170,6 +170,8 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
                 load(group, name)
             except PluginError as exc:
                 _fail(flag, str(exc))
+    if not args.structured_outputs_compile_timeout_s > 0:
+        _fail("--structured-outputs-compile-timeout-s", "must be more than 0")
     media_path = args.allowed_local_media_path
     if media_path is not None and not os.path.isdir(media_path):
         _fail("--allowed-local-media-path", f"{media_path!r} is not a directory")
@@ -184,6 +186,8 @@ def serving_options(args: argparse.Namespace) -> ServingOptions:
         tool_call_parser=args.tool_call_parser,
         enable_auto_tool_choice=args.enable_auto_tool_choice,
         reasoning_parser=args.reasoning_parser,
+        reasoning_field=args.reasoning_field,
+        structured_outputs_compile_timeout_s=args.structured_outputs_compile_timeout_s,
     )
 
 

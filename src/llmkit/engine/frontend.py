@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+import anyio
+
 from llmkit.engine.output_stream import EngineStream
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
@@ -99,6 +101,19 @@ class EngineFrontend(ABC):
     ) -> EngineStream[EmbeddingRequestOutput]:
         """Start a pooling (embedding) request; its stream yields one output."""
         return self._start(prompt, pooling_params or PoolingParams(), request_id, priority, None)
+
+    async def compile_structured(self, params: SamplingParams, timeout_s: float) -> None:
+        """Compile ``params``' constraint on a worker thread (or find it in the cache), so
+        that starting the request finds it ready and the event loop never waits on a
+        compile; ``ParamError`` naming the field if it is invalid or takes longer than
+        ``timeout_s``."""
+        if params.structured_outputs is not None:
+            await anyio.to_thread.run_sync(self._inputs().compile_grammar, params, timeout_s)
+
+    @property
+    def grammar_compiles(self) -> int:
+        """Structured-output grammars compiled so far (a repeated spec compiles once)."""
+        return self._inputs().grammars.compiles
 
     def chat(
         self,

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from llmkit.chat.resolve import resolve_chat_template
+from llmkit.context_window import completion_budget
 from llmkit.engine.detokenizer import IncrementalDetokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.output_state import CompletionState, RequestState
@@ -20,7 +21,7 @@ from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
-from llmkit.structured import CompiledGrammar, GrammarCompiler
+from llmkit.structured import DEFAULT_COMPILE_TIMEOUT_S, CompiledGrammar, GrammarCompiler
 from llmkit.structured.llguidance_backend import LLGuidanceBackend
 
 
@@ -37,8 +38,9 @@ class InputProcessor:
         self.max_model_len = info.max_model_len
         self.vocab_size = info.vocab_size
         self.images = ImageInputs(info)
-        # Grammars compile here, on the caller's thread (llguidance takes about a
-        # millisecond for a typical schema), so the step thread never waits on one.
+        # Grammars compile on the caller's side, within a time limit (llguidance takes about
+        # a millisecond for a typical schema), so the step thread never waits on one;
+        # EngineFrontend.compile_structured compiles off an event loop.
         # A grammar may name every token id of the tokenizer, which may hold more than the
         # model has logits for; the sampler masks those.
         self.grammars = GrammarCompiler(
@@ -130,12 +132,7 @@ class InputProcessor:
         return self.tokenizer.encode(text, refuse_over=self.max_model_len)
 
     def check_sampling(self, params: SamplingParams, prompt_len: int) -> None:
-        if prompt_len >= self.max_model_len:
-            raise ValueError(
-                f"the prompt is {prompt_len} tokens long, but max_model_len is "
-                f"{self.max_model_len}: it must be shorter to leave room for at least one "
-                "generated token"
-            )
+        completion_budget(prompt_len, params.max_tokens, self.max_model_len)
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(params, name)
             if value is not None and value > self.info.max_logprobs:
@@ -156,12 +153,14 @@ class InputProcessor:
                     f"{name} holds token id {bad[0]}, out of vocabulary (0..{self.vocab_size - 1})",
                 )
 
-    def compile_grammar(self, params: SamplingParams) -> CompiledGrammar | None:
+    def compile_grammar(
+        self, params: SamplingParams, timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+    ) -> CompiledGrammar | None:
         """The grammar of ``params.structured_outputs``, compiled (or cached); ValueError
-        naming the field if it is invalid."""
+        naming the field if it is invalid or does not compile within ``timeout_s``."""
         if params.structured_outputs is None:
             return None
-        return self.grammars.compile(params.structured_outputs)
+        return self.grammars.compile(params.structured_outputs, timeout_s)
 
     def check_task(self, params: SamplingParams | PoolingParams) -> None:
         """Reject what this engine's task does not serve (vLLM: generate on a pooling model)."""
@@ -253,8 +252,7 @@ class InputProcessor:
         self.check_task(params)
         tokens, grammar, images = self._prepare_sampling(prompt, params)
         text, ids = _unpack(tokens)
-        room = self.max_model_len - len(ids)
-        max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
+        max_tokens = completion_budget(len(ids), params.max_tokens, self.max_model_len)
         completions, requests = [], []
         for i in range(params.n):
             child_params = params

@@ -186,6 +186,17 @@ class EngineProtocol(Protocol):
 
     def stats(self) -> EngineStats: ...
 
+    async def compile_structured(self, params: SamplingParams, timeout_s: float) -> None:
+        """Compile ``params``' structured-output constraint off the event loop (or find it
+        cached) before the request starts; ``ParamError`` if it is invalid or slower than
+        ``timeout_s``."""
+        ...
+
+    @property
+    def grammar_compiles(self) -> int:
+        """Structured-output grammars compiled so far."""
+        ...
+
     def check_admission(self) -> None:
         """Raise :class:`~llmkit.errors.EngineOverloadedError` if a new request would be
         refused now; transports call it before any tokenization or template rendering."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from llmkit.config import EngineConfig
+from llmkit.context_window import context_room
 from llmkit.engine.draft import DraftModel
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.protocol import ModelInfo
@@ -104,7 +105,8 @@ class SpeculativeDecoder:
             if req.num_computed_tokens != req.num_tokens - 1:
                 continue  # still prefilling
             limit = min(
-                req.max_tokens - req.num_output_tokens - 1, self.max_model_len - req.num_tokens
+                req.max_tokens - req.num_output_tokens - 1,
+                context_room(req.num_tokens, self.max_model_len),
             )
             pace = self._pace.setdefault(req, _Pace(self.k))
             if pace.wait > 0:

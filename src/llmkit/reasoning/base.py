@@ -14,6 +14,9 @@ class ReasoningParser(ABC):
     ``final=True`` releases what was held back. Markers appear in neither part.
     """
 
+    # As ToolParser's: markers that are special tokens need skip_special_tokens off.
+    special_markup: bool = False
+
     @abstractmethod
     def split(self, text: str, final: bool) -> tuple[str, str]:
         """``(reasoning, content)`` of ``text``, all the output so far."""

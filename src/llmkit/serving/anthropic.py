@@ -24,8 +24,10 @@ from llmkit.protocol.anthropic import (
     MessagesUsage,
     Ping,
     ResponseText,
+    ResponseThinking,
     ResponseToolUse,
     TextDelta,
+    ThinkingDelta,
 )
 from llmkit.protocol.openai import ChatCompletionChunk
 from llmkit.serving import chat, media, tokens
@@ -47,7 +49,10 @@ async def create_message(ctx: ServingContext, job: chat.ChatJob) -> MessagesResp
     """Run to the end and answer with one message."""
     result = await chat.create_chat(ctx, job)
     choice = result.choices[0]
-    content: list[ResponseText | ResponseToolUse] = []
+    content: list[ResponseThinking | ResponseText | ResponseToolUse] = []
+    thought = choice.message.reasoning or choice.message.reasoning_content
+    if thought:
+        content.append(ResponseThinking(thinking=thought))
     if choice.message.content:
         content.append(ResponseText(text=choice.message.content))
     content += [
@@ -88,6 +93,9 @@ async def stream_message(ctx: ServingContext, job: chat.ChatJob, emit: Emit) -> 
             ending["output_tokens"] = chunk.usage.completion_tokens
         for choice in chunk.choices:
             delta = choice.delta
+            thought = delta.reasoning or delta.reasoning_content
+            if thought:
+                await blocks.thinking(thought)
             if delta.content:
                 await blocks.text(delta.content)
             for call in delta.tool_calls or []:
@@ -144,7 +152,12 @@ class _Blocks:
     def __init__(self, emit: Emit):
         self._emit = emit
         self._index = -1
-        self._open: str | None = None  # "text" or "tool_use"
+        self._open: str | None = None  # "thinking", "text" or "tool_use"
+
+    async def thinking(self, text: str) -> None:
+        if self._open != "thinking":
+            await self._start(ResponseThinking(thinking=""))
+        await self._emit(ContentBlockDelta(index=self._index, delta=ThinkingDelta(thinking=text)))
 
     async def text(self, text: str) -> None:
         if self._open != "text":
@@ -165,7 +178,7 @@ class _Blocks:
             await self._emit(ContentBlockStop(index=self._index))
             self._open = None
 
-    async def _start(self, block: ResponseText | ResponseToolUse) -> None:
+    async def _start(self, block: ResponseThinking | ResponseText | ResponseToolUse) -> None:
         await self.close()
         self._index += 1
         self._open = block.type

@@ -15,7 +15,7 @@ from llmkit.protocol.anthropic import (
     CountTokensRequest,
     MessagesRequest,
 )
-from llmkit.protocol.anthropic.messages import ImageBlock, TextBlock, ToolChoice
+from llmkit.protocol.anthropic.messages import ImageBlock, TextBlock, ThinkingBlock, ToolChoice
 from llmkit.protocol.openai import ChatCompletionRequest, TokenizeRequest
 from llmkit.serving.errors import OpenAIError, from_validation_error
 
@@ -63,6 +63,9 @@ def chat_request(req: MessagesRequest) -> ChatCompletionRequest:
     }
     body |= {name: value for name, value in sampling.items() if value is not None}
     body |= _tools(req.tools, req.tool_choice)
+    # vLLM's extra field, which its Messages endpoint takes as its chat endpoint does.
+    if req.model_extra and "structured_outputs" in req.model_extra:
+        body["structured_outputs"] = req.model_extra["structured_outputs"]
     return _validated(ChatCompletionRequest, body)
 
 
@@ -92,8 +95,11 @@ def _turn(message: AnthropicMessage) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
+    thoughts: list[str] = []
     for block in message.content:
-        if isinstance(block, TextBlock):
+        if isinstance(block, ThinkingBlock):
+            thoughts.append(block.thinking)
+        elif isinstance(block, TextBlock):
             parts.append({"type": "text", "text": block.text})
         elif isinstance(block, ImageBlock):
             source = block.source
@@ -111,6 +117,8 @@ def _turn(message: AnthropicMessage) -> list[dict[str, Any]]:
         # A message has content or tool calls.
         said: list[dict[str, Any]] | str | None = parts or (None if calls else "")
         turn.append({"role": "assistant", "content": said, "tool_calls": calls or None})
+        if thoughts:
+            turn[-1]["reasoning_content"] = "\n".join(thoughts)
     elif parts or not results:
         turn.append({"role": "user", "content": parts})
     return turn

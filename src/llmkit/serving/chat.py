@@ -21,7 +21,7 @@ from llmkit.protocol.openai import (
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, message_text, to_conversation
-from llmkit.serving.engine_calls import run_streams, start_generation
+from llmkit.serving.engine_calls import compile_constraint, run_streams, start_generation
 from llmkit.serving.errors import bad_request, from_value_error, naming
 from llmkit.serving.extraction import Extractor
 from llmkit.serving.logprobs import chat_logprobs
@@ -55,7 +55,8 @@ class ChatJob(GenerationJob):
             return None
         tool_name = None if self.tools.forced else ctx.options.tool_call_parser
         names = (ctx.options.reasoning_parser, tool_name)
-        return Extractor(reasoning, self.tools.parser, self.tools.max_calls, names)
+        fields = ctx.options.reasoning_fields
+        return Extractor(reasoning, self.tools.parser, self.tools.max_calls, names, fields)
 
 
 async def render_messages(
@@ -153,6 +154,9 @@ async def prepare_chat(
             prompt_logprobs=req.prompt_logprobs,
             structured_outputs=constraint,
         )
+    reasoning = None if tools.forced else ctx.reasoning_parser
+    if any(p is not None and p.special_markup for p in (tools.parser, reasoning)):
+        params.skip_special_tokens = False
     echo_text = None
     if req.echo and conversation[-1]["role"] == "assistant":
         # As in vLLM: echo repeats the assistant message being continued.
@@ -160,6 +164,7 @@ async def prepare_chat(
     ctx.log_request(request_id, conversation, len(prompt.token_ids), params)
     lora = ctx.loras.get(model)
     with naming(names):
+        await compile_constraint(ctx, params)
         streams = start_generation(ctx, request_id, [prompt], params, req.priority, lora)
     return ChatJob(
         request_id=request_id,
@@ -207,7 +212,8 @@ async def create_chat(ctx: ServingContext, job: ChatJob) -> ChatCompletionRespon
         extractor = job.extractor(ctx)
         if extractor is not None:
             parts = extractor.whole(choice.text)
-            message.reasoning_content = parts.reasoning
+            for name in ctx.options.reasoning_fields:
+                setattr(message, name, parts.reasoning)
             message.tool_calls = parts.tool_calls
             message.content = parts.content
             if job.echo_text:
@@ -277,8 +283,7 @@ async def stream_chat(ctx: ServingContext, job: ChatJob, emit: Emit) -> None:
                 delta = DeltaMessage(content=o.text) if o.text else None
             else:
                 delta = extractor.feed(o.text, final=finish_reason is not None)
-                if finish_reason == "stop" and extractor.called:
-                    finish_reason = "tool_calls"
+                finish_reason = extractor.finish_reason(finish_reason)
             if delta is None and finish_reason is None and logprobs is None:
                 continue
             await send(

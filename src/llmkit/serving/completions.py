@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmkit.context_window import completion_budget
 from llmkit.outputs import PositionLogprobs, RequestOutput
 from llmkit.protocol.openai import (
     CompletionChoice,
@@ -15,7 +16,12 @@ from llmkit.protocol.openai import (
 from llmkit.serving.beam_search import beam_search_params
 from llmkit.serving.choices import GenerationJob, JoinedChoice
 from llmkit.serving.context import ServingContext
-from llmkit.serving.engine_calls import run_streams, start_beam_search, start_generation
+from llmkit.serving.engine_calls import (
+    compile_constraint,
+    run_streams,
+    start_beam_search,
+    start_generation,
+)
 from llmkit.serving.errors import bad_request
 from llmkit.serving.logprobs import completion_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
@@ -62,10 +68,11 @@ async def prepare_completion(
     lora = ctx.loras.get(model)
     if req.use_beam_search:
         longest = max(len(p.token_ids) for p in prompts)
-        max_tokens = req.max_tokens or info.max_model_len - longest
+        max_tokens = completion_budget(longest, req.max_tokens, info.max_model_len)
         beams = beam_search_params(req, max_tokens, info.max_logprobs)
         streams = start_beam_search(ctx, request_id, prompts, beams, req.priority, lora)
     else:
+        await compile_constraint(ctx, params)
         streams = start_generation(ctx, request_id, prompts, params, req.priority, lora)
     return CompletionJob(
         request_id=request_id,

@@ -86,6 +86,11 @@ def to_conversation(
             parts = [{"type": "text", "text": message.content}]
         for call in entry.get("tool_calls") or []:
             _parse_arguments(call)
+        # Templates read an assistant's reasoning under either name (GLM's and Qwen3's
+        # reasoning_content, others' reasoning): both carry whichever the client sent.
+        thought = entry.get("reasoning_content") or entry.get("reasoning")
+        if thought:
+            entry["reasoning_content"] = entry["reasoning"] = thought
         if parts is not None:
             if fmt == "openai":
                 entry["content"] = parts

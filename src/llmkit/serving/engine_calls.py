@@ -33,6 +33,18 @@ Output = TypeVar("Output", RequestOutput, EmbeddingRequestOutput)
 Handler = Callable[[int, Output], Awaitable[None]]
 
 
+async def compile_constraint(ctx: ServingContext, params: SamplingParams) -> None:
+    """Compile the request's structured-output constraint before it starts, off the event
+    loop and within the server's time limit: a 400 naming the field if it is invalid or
+    too slow to compile; then starting the request finds it in the cache."""
+    try:
+        await ctx.engine.compile_structured(
+            params, ctx.options.structured_outputs_compile_timeout_s
+        )
+    except ValueError as exc:
+        raise from_value_error(exc) from None
+
+
 def start_generation(
     ctx: ServingContext,
     request_id: str,

@@ -93,6 +93,11 @@ class _EngineCollector(Collector):
             value=s.num_preemptions,
         )
         yield CounterMetricFamily("llmkit:engine_steps", "Engine steps run.", value=s.steps)
+        yield CounterMetricFamily(
+            "llmkit:structured_output_compiles",
+            "Structured-output grammars compiled (a repeated spec is found in the cache).",
+            value=self._engine.grammar_compiles,
+        )
         yield GaugeMetricFamily(
             "llmkit:engine_healthy",
             "1 while the engine runs and completes steps; 0 once it died or stalled.",

@@ -7,6 +7,7 @@ from typing import Literal
 
 ContentFormat = Literal["auto", "string", "openai"]
 CONTENT_FORMATS: tuple[ContentFormat, ...] = ("auto", "string", "openai")
+ReasoningField = Literal["both", "reasoning", "reasoning_content"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,11 @@ class ServingOptions:
     ``tool_call_parser``: the ``llmkit.tool_parsers`` plugin that reads tool calls out of
     the output; ``enable_auto_tool_choice`` lets the model decide to call tools
     (``tool_choice="auto"``), which needs a parser. ``reasoning_parser``: the
-    ``llmkit.reasoning_parsers`` plugin that separates ``reasoning_content``.
+    ``llmkit.reasoning_parsers`` plugin that separates the reasoning, which chat answers
+    carry in ``reasoning`` and ``reasoning_content`` alike (clients read either name), or in
+    the one ``reasoning_field`` names.
+    ``structured_outputs_compile_timeout_s``: how long a request's grammar, schema or
+    regex may take to compile (off the event loop) before the request is a 400.
     ``allowed_media_domains``: the hosts whose ``http(s)`` image URLs are fetched (none:
     only ``data:`` URLs), within ``media_fetch_timeout_s`` and ``max_media_bytes``;
     ``allowed_local_media_path``: the directory ``file:`` image URLs may read (none: no
@@ -41,10 +46,18 @@ class ServingOptions:
     tool_call_parser: str | None = None
     enable_auto_tool_choice: bool = False
     reasoning_parser: str | None = None
+    reasoning_field: ReasoningField = "both"
+    structured_outputs_compile_timeout_s: float = 5.0
     allowed_media_domains: tuple[str, ...] = ()
     allowed_local_media_path: str | None = None
     media_fetch_timeout_s: float = 10.0
     max_media_bytes: int = 20 * 1024 * 1024
+
+    @property
+    def reasoning_fields(self) -> tuple[str, ...]:
+        """The names a chat answer carries its reasoning under."""
+        both = ("reasoning", "reasoning_content")
+        return both if self.reasoning_field == "both" else (self.reasoning_field,)
 
     def __post_init__(self) -> None:
         if self.chat_template_content_format not in CONTENT_FORMATS:
@@ -52,9 +65,16 @@ class ServingOptions:
                 f"chat_template_content_format must be one of {', '.join(CONTENT_FORMATS)}, "
                 f"got {self.chat_template_content_format!r}"
             )
+        if self.reasoning_field not in ("both", "reasoning", "reasoning_content"):
+            raise ValueError(
+                "reasoning_field must be both, reasoning or reasoning_content, "
+                f"got {self.reasoning_field!r}"
+            )
         if not self.response_role.strip():
             raise ValueError("response_role must not be empty")
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             raise ValueError("enable_auto_tool_choice needs a tool_call_parser")
+        if not self.structured_outputs_compile_timeout_s > 0:
+            raise ValueError("structured_outputs_compile_timeout_s must be more than 0")
         if not self.media_fetch_timeout_s > 0 or self.max_media_bytes < 1:
             raise ValueError("media_fetch_timeout_s and max_media_bytes must be positive")

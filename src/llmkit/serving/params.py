@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from llmkit.context_window import completion_budget
+from llmkit.errors import ParamError
 from llmkit.protocol.openai import SamplingFields
 from llmkit.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
 from llmkit.serving.errors import bad_request, from_value_error
@@ -64,26 +66,13 @@ def build_sampling_params(
 def check_context_length(
     prompt_len: int, max_tokens: int | None, max_model_len: int, what: str
 ) -> None:
-    """Prompt plus requested completion must fit the context, as vLLM and OpenAI check."""
-    if max_tokens is None:
-        if prompt_len >= max_model_len:
-            raise bad_request(
-                f"This model's maximum context length is {max_model_len} tokens. However, "
-                f"your {what} resulted in {prompt_len} tokens. Please reduce the length of "
-                f"the {what}.",
-                what,
-                "context_length_exceeded",
-            )
-        return
-    if prompt_len + max_tokens > max_model_len:
-        raise bad_request(
-            f"This model's maximum context length is {max_model_len} tokens. However, you "
-            f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the {what}, "
-            f"{max_tokens} in the completion). Please reduce the length of the {what} or "
-            "completion.",
-            what,
-            "context_length_exceeded",
-        )
+    """Prompt plus requested completion must fit the context, as vLLM and OpenAI check: a
+    400 with the counts (the engine's own rule, ``completion_budget``, checked before any
+    work starts)."""
+    try:
+        completion_budget(prompt_len, max_tokens, max_model_len, what)
+    except ParamError as exc:
+        raise bad_request(str(exc), what, "context_length_exceeded") from None
 
 
 def _default(value: T | None, default: T) -> T:

@@ -205,8 +205,8 @@ def output_items(response_id: str, result: ChatCompletionResponse) -> list[Outpu
     message = result.choices[0].message
     suffix = response_id.removeprefix("resp_")
     items: list[OutputItem] = []
-    if message.reasoning_content:
-        text = ReasoningText(text=message.reasoning_content)
+    if message.reasoning or message.reasoning_content:
+        text = ReasoningText(text=message.reasoning or message.reasoning_content or "")
         items.append(OutputReasoning(id=f"rs_{suffix}", content=[text]))
     if message.content or not message.tool_calls:
         items.append(

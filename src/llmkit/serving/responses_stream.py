@@ -176,8 +176,9 @@ async def stream_response(ctx: ServingContext, job: ResponsesJob, emit: Emit) ->
         if chunk.usage is not None:
             ending["usage"] = chunk.usage
         for choice in chunk.choices:
-            if choice.delta.reasoning_content:
-                await events.reasoning(choice.delta.reasoning_content)
+            thought = choice.delta.reasoning or choice.delta.reasoning_content
+            if thought:
+                await events.reasoning(thought)
             if choice.delta.content:
                 await events.text(choice.delta.content)
             for call in choice.delta.tool_calls or []:

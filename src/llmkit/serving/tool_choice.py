@@ -55,7 +55,9 @@ def plan_tools(ctx: ServingContext, req: ChatCompletionRequest) -> ToolPlan:
                 f'{_AUTO_FLAGS}; or send tool_choice "required", a named tool or "none"',
                 "tool_choice",
             )
-        return ToolPlan(tools, ctx.tool_parser(), max_calls=max_calls)
+        parser = ctx.tool_parser()
+        parser.use_tools(tools)
+        return ToolPlan(tools, parser, max_calls=max_calls)
     if choice == "required":
         call = {
             "anyOf": [

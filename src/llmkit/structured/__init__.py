@@ -1,6 +1,12 @@
 """Structured outputs: grammars that constrain sampling, behind a small backend interface."""
 
 from llmkit.structured.backend import CompiledGrammar, GrammarMatcher, StructuredBackend
-from llmkit.structured.compiler import GrammarCompiler
+from llmkit.structured.compiler import DEFAULT_COMPILE_TIMEOUT_S, GrammarCompiler
 
-__all__ = ["CompiledGrammar", "GrammarCompiler", "GrammarMatcher", "StructuredBackend"]
+__all__ = [
+    "DEFAULT_COMPILE_TIMEOUT_S",
+    "CompiledGrammar",
+    "GrammarCompiler",
+    "GrammarMatcher",
+    "StructuredBackend",
+]

@@ -18,8 +18,8 @@ from llmkit.structured.bitmask import allocate_bitmask
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
 
-# Compact JSON (", " and ": ", no other whitespace): free whitespace lets a small model
-# spend its whole token budget on blanks between the braces.
+# Compact JSON (", " and ": ", no other whitespace) unless a spec asks for free whitespace
+# (disable_any_whitespace=False): it lets a small model spend its budget on blanks.
 _JSON_OPTIONS: JsonCompileOptions = {
     "whitespace_flexible": False,
     "item_separator": ", ",
@@ -97,10 +97,14 @@ class LLGuidanceMatcher:
 
 def _grammar_text(spec: StructuredOutputsParams) -> str:
     """The llguidance grammar of ``spec``; ValueError if it cannot be built."""
+    options: JsonCompileOptions = {
+        **_JSON_OPTIONS,
+        "whitespace_flexible": not spec.disable_any_whitespace,
+    }
     if spec.json is not None:
-        return LLMatcher.grammar_from_json_schema(json.dumps(spec.json), defaults=_JSON_OPTIONS)
+        return LLMatcher.grammar_from_json_schema(json.dumps(spec.json), defaults=options)
     if spec.json_object:
-        return LLMatcher.grammar_from_json_schema('{"type": "object"}', defaults=_JSON_OPTIONS)
+        return LLMatcher.grammar_from_json_schema('{"type": "object"}', defaults=options)
     if spec.regex is not None:
         return LLMatcher.grammar_from_regex(spec.regex)
     if spec.choice is not None:

@@ -37,7 +37,7 @@ def streamed(parser: ToolParser, pieces: list[str]) -> tuple[str, list[tuple[str
         content += text
         for delta in deltas:
             if delta.index == len(calls):
-                assert delta.id and delta.id.startswith("call_") and delta.name, delta
+                assert delta.id and delta.name, delta
                 calls.append([delta.name, delta.arguments])
             else:
                 assert delta.index < len(calls), f"a delta for call {delta.index} before its name"

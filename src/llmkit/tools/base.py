@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 from llmkit.tools.json_scan import (
     Malformed,
@@ -27,10 +28,12 @@ from llmkit.tools.json_scan import (
 class ScannedCall:
     """A call as far as it is written: ``name`` is None until the whole name is;
     ``arguments`` is JSON text that only ever grows (a whole JSON value once the call or
-    the text has ended)."""
+    the text has ended). ``id``: the call's id where the format writes one (Kimi-K2's
+    ``functions.NAME:0``), else the stream makes one up."""
 
     name: str | None
     arguments: str
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,25 @@ class ToolParser(ABC):
     content) and closes every call's arguments into
     valid JSON (but the parsers of forced calls, which keep a cut call's arguments as
     written, as OpenAI does). Calls without a name are dropped. No markup may reach ``content``.
+
+    ``calls_in_reasoning``: a call the model writes inside its reasoning is still a call
+    (the server scans the reasoning too); False where the family's template says calls
+    never come from there.
     """
+
+    calls_in_reasoning: bool = True
+    # The format's markers are special tokens, which reach the text only when the output is
+    # decoded with skip_special_tokens off: the server turns it off, as vLLM does.
+    special_markup: bool = False
 
     @abstractmethod
     def scan(self, text: str, final: bool) -> Scan:
         """What ``text`` (all the model output so far) holds."""
+
+    # A hook: most formats write JSON arguments and need no schema.
+    def use_tools(self, tools: list[dict[str, Any]]) -> None:  # noqa: B027
+        """The request's ``tools``, before any ``scan``: formats that write argument values
+        as text (Qwen3-Coder's XML) type them from each tool's JSON schema."""
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class ToolCallStream:
         for index, call in enumerate(_named(scan, self.max_calls)):
             if index == len(self._sent):
                 assert call.name is not None
-                self._sent.append(_Sent(new_call_id(), call.name))
+                self._sent.append(_Sent(call.id or new_call_id(), call.name))
                 deltas.append(ToolCallDelta(index, self._sent[index].id, call.name))
             sent = self._sent[index]
             if len(call.arguments) > len(sent.arguments) and call.arguments.startswith(
@@ -90,7 +90,9 @@ def extract_tool_calls(
 ) -> tuple[str, list[ToolCall]]:
     """The content and calls of a whole text."""
     scan = parser.scan(text, final=True)
-    calls = [ToolCall(new_call_id(), c.name or "", c.arguments) for c in _named(scan, max_calls)]
+    calls = [
+        ToolCall(c.id or new_call_id(), c.name or "", c.arguments) for c in _named(scan, max_calls)
+    ]
     return scan.content, calls
 
 

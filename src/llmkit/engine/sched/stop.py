@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from llmkit.context_window import context_room
 from llmkit.engine.sched.request import Request, RequestStatus
 
 # Adds the token's text to the sequence's; returns the stop string it completed, if any.
@@ -53,7 +54,7 @@ def check_stop(
     if stop is None and grammar_done:
         stop = Stop(RequestStatus.FINISHED_STOPPED)
     if stop is None and (
-        req.num_output_tokens >= req.max_tokens or req.num_tokens >= max_model_len
+        req.num_output_tokens >= req.max_tokens or context_room(req.num_tokens, max_model_len) == 0
     ):
         stop = Stop(RequestStatus.FINISHED_LENGTH)
     return stop

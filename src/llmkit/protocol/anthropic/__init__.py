@@ -22,8 +22,11 @@ from llmkit.protocol.anthropic.messages import (
     MessagesUsage,
     Ping,
     ResponseText,
+    ResponseThinking,
     ResponseToolUse,
     TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
 )
 
 __all__ = [
@@ -46,6 +49,9 @@ __all__ = [
     "MessagesUsage",
     "Ping",
     "ResponseText",
+    "ResponseThinking",
     "ResponseToolUse",
     "TextDelta",
+    "ThinkingBlock",
+    "ThinkingDelta",
 ]

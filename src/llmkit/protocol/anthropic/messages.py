@@ -44,8 +44,18 @@ class ToolResultBlock(RequestBody):
     is_error: bool | None = None
 
 
+class ThinkingBlock(RequestBody):
+    """An assistant's reasoning sent back (interleaved thinking); the signature is kept
+    only for clients that send it, as the reasoning is the model's own text."""
+
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
 ContentBlock = Annotated[
-    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")
+    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
+    Field(discriminator="type"),
 ]
 
 
@@ -84,11 +94,20 @@ class MessagesRequest(CountTokensRequest):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: NonNegativeInt | None = None
     metadata: JsonObject | None = None
+    # {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}: the reasoning parser
+    # decides what is thinking, so it is taken and not acted on.
+    thinking: JsonObject | None = None
 
 
 class ResponseText(BaseModel):
     type: Literal["text"] = "text"
     text: str
+
+
+class ResponseThinking(BaseModel):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str = ""
 
 
 class ResponseToolUse(BaseModel):
@@ -111,7 +130,7 @@ class MessagesResponse(BaseModel):
     type: Literal["message"] = "message"
     role: Literal["assistant"] = "assistant"
     model: str
-    content: list[ResponseText | ResponseToolUse]
+    content: list[ResponseThinking | ResponseText | ResponseToolUse]
     stop_reason: StopReason | None = None
     stop_sequence: str | None = None
     usage: MessagesUsage
@@ -129,12 +148,17 @@ class MessageStart(BaseModel):
 class ContentBlockStart(BaseModel):
     type: Literal["content_block_start"] = "content_block_start"
     index: int
-    content_block: ResponseText | ResponseToolUse
+    content_block: ResponseThinking | ResponseText | ResponseToolUse
 
 
 class TextDelta(BaseModel):
     type: Literal["text_delta"] = "text_delta"
     text: str
+
+
+class ThinkingDelta(BaseModel):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    thinking: str
 
 
 class InputJsonDelta(BaseModel):
@@ -147,7 +171,7 @@ class InputJsonDelta(BaseModel):
 class ContentBlockDelta(BaseModel):
     type: Literal["content_block_delta"] = "content_block_delta"
     index: int
-    delta: TextDelta | InputJsonDelta
+    delta: ThinkingDelta | TextDelta | InputJsonDelta
 
 
 class ContentBlockStop(BaseModel):

@@ -87,6 +87,9 @@ class ChatMessage(RequestBody):
     name: str | None = None
     tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
+    # An assistant's reasoning sent back (interleaved thinking), under either name.
+    reasoning: str | None = None
+    reasoning_content: str | None = None
 
     @model_validator(mode="after")
     def _has_content(self) -> ChatMessage:
@@ -162,6 +165,7 @@ class ChatToolCall(BaseModel):
 class ChatResponseMessage(BaseModel):
     role: str = "assistant"
     content: str | None = None
+    reasoning: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[ChatToolCall] | None = None
 
@@ -198,10 +202,13 @@ class DeltaToolCall(SparseModel):
 
 
 class DeltaMessage(SparseModel):
-    _omit_unless_set = frozenset({"role", "content", "reasoning_content", "tool_calls"})
+    _omit_unless_set = frozenset(
+        {"role", "content", "reasoning", "reasoning_content", "tool_calls"}
+    )
 
     role: str | None = None
     content: str | None = None
+    reasoning: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
 

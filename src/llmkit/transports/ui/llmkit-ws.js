@@ -95,7 +95,7 @@ function deltaOf(data) {
   const delta = choice.delta || {};
   return {
     content: delta.content ?? choice.text ?? null,
-    reasoning: delta.reasoning_content ?? null,
+    reasoning: delta.reasoning ?? delta.reasoning_content ?? null,
     toolCalls: delta.tool_calls ?? null,
     finishReason: choice.finish_reason ?? null,
     usage: data.usage ?? null,
