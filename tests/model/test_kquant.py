@@ -70,6 +70,18 @@ def test_unpacked_numbers_equal_gguf_dequantize_bit_for_bit(qtype):
 
 
 @pytest.mark.parametrize("qtype", TYPES)
+def test_the_c_layout_equals_the_torch_one(qtype):
+    if kquant.load_packer() is None:
+        pytest.skip("the kq kernel does not build here")
+    weight, blocks = _blocks(qtype)
+    ours = kquant.read(qtype, torch.from_numpy(blocks), weight.shape[1])
+    reference = kquant.read_in_torch(qtype, torch.from_numpy(blocks), weight.shape[1])
+    assert ours.fmt == reference.fmt
+    for got, want in zip(ours[1:], reference[1:], strict=True):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("qtype", TYPES)
 def test_every_kernel_path_equals_float64_and_the_others_to_the_bit(qtype):
     paths = builds_here(kquant.SOURCE, "kq_path")
     if not paths:
