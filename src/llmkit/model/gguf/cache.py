@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
+from typing import Any
 
 from llmkit.model.demo import build_once
 from llmkit.model.gguf.tensors import FILE, TensorTable
@@ -52,9 +53,21 @@ def gguf_table(folder: str | Path) -> TensorTable | None:
     return TensorTable.load(Path(folder))
 
 
-def _write(path: Path, tmp: Path) -> None:
-    from transformers import AutoTokenizer
+def _tokenizer_class(config: Any) -> Any:
+    """The class AutoTokenizer picks for ``config``'s model type, named directly: given a GGUF
+    file, AutoTokenizer parses the whole file again for a config (~5 s for a 49k vocabulary)."""
+    try:
+        from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
+        return TOKENIZER_MAPPING.get(type(config), None) or TokenizersBackend
+    except ImportError:  # another transformers: its own way, slower
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer
+
+
+def _write(path: Path, tmp: Path) -> None:
     from llmkit.model.gguf.config import hf_config
     from llmkit.model.gguf.file import open_gguf
     from llmkit.model.gguf.weights import check_tensors
@@ -68,7 +81,7 @@ def _write(path: Path, tmp: Path) -> None:
     try:
         # transformers' GGUF tokenizer: the vocabulary, merges, pre-tokenizer split, special
         # tokens, bos/eos/pad and chat template, as its from_pretrained(gguf_file=) builds it.
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tokenizer = _tokenizer_class(config).from_pretrained(str(path.parent), gguf_file=path.name)
     except Exception as e:  # noqa: BLE001 (whatever the converter raised, said with the file)
         raise ValueError(f"{path}: cannot build a tokenizer from the GGUF metadata: {e}") from None
     tokenizer.save_pretrained(tmp)
