@@ -51,7 +51,7 @@
 #undef quantize_rows
 #undef run_job
 
-#include "kv_row.h"
+#include "paged_attend.h"
 
 enum { W4A8 = 0, Q8 = 1, KQ = 2 };
 
@@ -166,45 +166,6 @@ static void rope(float *x, int64_t heads, int64_t D, const float *cos, const flo
     }
 }
 
-/* Query heads [h0, h0 + count) of one row over its request's paged context, token by token:
- * each slot's keys and values (all KV heads side by side) are read once for all of them.
- * s: count * (len + 1) floats of scratch. */
-static void attend(const Model *mdl, const Layer *L, const float *q, float *out, float *s,
-                   float *slot, const int32_t *table, int64_t len, int64_t h0, int64_t count) {
-    const int64_t D = mdl->head_dim, BS = mdl->block_size, stride = mdl->kv_heads * D;
-    const int64_t group = mdl->heads / mdl->kv_heads;
-    float *inv = s + count * len;
-    for (int64_t t = 0; t < len; t++) {
-        const float *k = kv_row(L->k_cache, mdl->kv_half, ((int64_t)table[t / BS] * BS + t % BS) * stride, stride, slot);
-        for (int64_t g = 0; g < count; g++) {
-            const float *qh = q + (h0 + g) * D, *kh = k + (h0 + g) / group * D;
-            float dot = 0.f;
-            for (int64_t d = 0; d < D; d++) dot += qh[d] * kh[d];
-            s[g * len + t] = dot * mdl->scale;
-        }
-    }
-    for (int64_t g = 0; g < count; g++) {
-        float *sg = s + g * len, top = -INFINITY, sum = 0.f;
-        for (int64_t t = 0; t < len; t++) top = sg[t] > top ? sg[t] : top;
-        for (int64_t t = 0; t < len; t++) {
-            sg[t] = expf(sg[t] - top);
-            sum += sg[t];
-        }
-        inv[g] = 1.f / sum;
-    }
-    memset(out + h0 * D, 0, sizeof(float) * (size_t)(count * D));
-    for (int64_t t = 0; t < len; t++) {
-        const float *v = kv_row(L->v_cache, mdl->kv_half, ((int64_t)table[t / BS] * BS + t % BS) * stride, stride, slot);
-        for (int64_t g = 0; g < count; g++) {
-            const float p = s[g * len + t], *vh = v + (h0 + g) / group * D;
-            float *o = out + (h0 + g) * D;
-            for (int64_t d = 0; d < D; d++) o[d] += p * vh[d];
-        }
-    }
-    for (int64_t g = 0; g < count; g++)
-        for (int64_t d = 0; d < D; d++) out[(h0 + g) * D + d] *= inv[g];
-}
-
 static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t *positions,
                        const int64_t *slots, const int32_t *tables, const int32_t *seq_lens,
                        int64_t M, int64_t width, const Work *w, int64_t i, int64_t n) {
@@ -233,10 +194,11 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     /* A row's heads together (its keys and values read once), or with fewer rows than
      * twice the threads one query head an item, so that every thread has work. */
     const int64_t per = M >= 2 * n ? NH : 1, items = M * NH / per;
+    const PagedKV kv = {L->k_cache, L->v_cache, mdl->kv_half, mdl->block_size, NH, NKV, D, mdl->scale};
     for (int64_t j = items * i / n; j < items * (i + 1) / n; j++) {
         const int64_t m = j / (NH / per), h0 = j % (NH / per) * per;
-        attend(mdl, L, w->qkv + m * qkv_n, w->attn + m * attn_n, score, w->slots + i * NKV * D,
-               tables + m * width, seq_lens[m], h0, per);
+        attend_heads(&kv, w->qkv + m * qkv_n, w->attn + m * attn_n, score,
+                     w->slots + i * NKV * D, tables + m * width, seq_lens[m], h0, per);
     }
 #pragma omp barrier
     quantize_for(&L->o, w->attn, w, m0, m1);

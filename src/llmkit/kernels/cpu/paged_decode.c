@@ -1,8 +1,8 @@
 /* Decode attention straight from the paged KV cache (float32 or float16), for CPU.
  *
  * One query token per request; each request reads its keys and values once, slot by slot
- * through its block table (a slot's heads are contiguous), with no gathered copy: scores
- * for every query head against its KV head, a softmax, and the weighted sum of the values.
+ * through its block table, with no gathered copy (paged_attend.h, the routine the fused
+ * decode step runs too).
  * Requests are split over n_threads OpenMP threads: built with -fopenmp, the library's
  * libgomp.so.1 is the copy torch has loaded, so they are torch's own pool rather than
  * threads fighting its spinning workers for the cores. Built and loaded by
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv_row.h"
+#include "paged_attend.h"
 
 typedef struct {
     const float *q;
@@ -30,52 +30,24 @@ typedef struct {
 
 static void *run(void *arg) {
     Job *job = (Job *)arg;
-    const int64_t D = job->head_dim, HKV = job->num_kv_heads, BS = job->block_size;
-    const int64_t H = job->num_heads, group = H / HKV;
-    float *scores = NULL, *acc = malloc(sizeof(float) * H * D), *slot = malloc(sizeof(float) * HKV * D);
+    const int64_t H = job->num_heads, D = job->head_dim;
+    const PagedKV kv = {job->k_cache, job->v_cache, job->half, job->block_size, H,
+                        job->num_kv_heads, D, job->scale};
+    float *scores = NULL, *slot = malloc(sizeof(float) * (size_t)(job->num_kv_heads * D));
     int64_t capacity = 0;
-    if (acc == NULL || slot == NULL) { job->failed = 1; free(acc); free(slot); return NULL; }
+    if (slot == NULL) { job->failed = 1; return NULL; }
     for (int64_t r = job->first; r < job->num_items; r += job->step) {
-        const int64_t req = job->reqs[r], row = job->rows[r];
-        const int64_t len = job->seq_lens[req];
-        const int32_t *table = job->block_tables + req * job->width;
-        const float *q = job->q + row * H * D;
-        if (len * H > capacity) {
+        const int64_t req = job->reqs[r], row = job->rows[r], len = job->seq_lens[req];
+        if ((len + 1) * H > capacity) {
             free(scores);
-            capacity = len * H;
-            scores = malloc(sizeof(float) * capacity);
-            if (scores == NULL) { job->failed = 1; free(acc); free(slot); return NULL; }
+            capacity = (len + 1) * H;
+            scores = malloc(sizeof(float) * (size_t)capacity);
+            if (scores == NULL) { job->failed = 1; free(slot); return NULL; }
         }
-        /* Token by token, each slot's K rows (all KV heads) are one contiguous run. */
-        for (int64_t t = 0; t < len; t++) {
-            const float *k = kv_row(job->k_cache, job->half, ((int64_t)table[t / BS] * BS + t % BS) * HKV * D, HKV * D, slot);
-            for (int64_t hq = 0; hq < H; hq++) {
-                const float *kh = k + (hq / group) * D, *qh = q + hq * D;
-                float dot = 0.f;
-                for (int64_t d = 0; d < D; d++) dot += qh[d] * kh[d];
-                scores[hq * len + t] = dot * job->scale;
-            }
-        }
-        for (int64_t hq = 0; hq < H; hq++) {
-            float *s = scores + hq * len, top = s[0], sum = 0.f;
-            for (int64_t t = 1; t < len; t++) top = s[t] > top ? s[t] : top;
-            for (int64_t t = 0; t < len; t++) { s[t] = expf(s[t] - top); sum += s[t]; }
-            const float inv = 1.f / sum;
-            for (int64_t t = 0; t < len; t++) s[t] *= inv;
-        }
-        memset(acc, 0, sizeof(float) * H * D);
-        for (int64_t t = 0; t < len; t++) {
-            const float *v = kv_row(job->v_cache, job->half, ((int64_t)table[t / BS] * BS + t % BS) * HKV * D, HKV * D, slot);
-            for (int64_t hq = 0; hq < H; hq++) {
-                const float p = scores[hq * len + t], *vh = v + (hq / group) * D;
-                float *a = acc + hq * D;
-                for (int64_t d = 0; d < D; d++) a[d] += p * vh[d];
-            }
-        }
-        memcpy(job->out + row * H * D, acc, sizeof(float) * H * D);
+        attend_heads(&kv, job->q + row * H * D, job->out + row * H * D, scores, slot,
+                     job->block_tables + req * job->width, len, 0, H);
     }
     free(scores);
-    free(acc);
     free(slot);
     return NULL;
 }
