@@ -74,6 +74,10 @@ def default_native(
     and refuses a file whose dequantized tensors would not fit in memory."""
     if table is None or config.quantization is not None:
         return NativeWeights()
+    # The dequantized tensors stay in host memory on CPU only (one at a time passes through
+    # it on the way to a GPU), in the model's dtype: float32 unless one is named.
+    size = 4 if config.dtype == "auto" else getattr(torch, config.dtype).itemsize
+    check = size if device.type == "cpu" else 0
     if config.dtype != "auto":
         why = f"dtype={config.dtype!r}"
     elif device.type != "cpu":
@@ -82,29 +86,30 @@ def default_native(
         why = "its quantized layers do not work with tensor parallelism yet"
     else:
         plan = _plan(table, FORMATS, with_embedding=True)
-        _log_widened(table, plan.tensors)
+        _log_widened(table, plan.tensors, check)
         return plan
-    _log_widened(table, set(), why)
+    _log_widened(table, set(), check, why)
     return NativeWeights()
 
 
-def _log_widened(table: TensorTable, native: set[str], why: str = "") -> None:
-    """Log what loads as it is and what is dequantized (the tensors and their float32
-    size); raise where the dequantized tensors would not fit in the available memory."""
+def _log_widened(table: TensorTable, native: set[str], size: int, why: str = "") -> None:
+    """Log what loads as it is and what is dequantized (the tensors and their size at
+    ``size`` bytes a weight, float32's if 0); with a ``size``, raise where the dequantized
+    tensors would not fit in the memory available."""
     widened = [t for t in table.tensors.values() if t.name not in native]
     quantized = [t for t in widened if t.type not in _FLOAT]
-    cost = sum(4 * int(np.prod(t.shape)) for t in widened)
+    cost = sum((size or 4) * int(np.prod(t.shape)) for t in widened)
     available = available_memory()
-    if available is not None and cost > available:
+    if size and available is not None and cost > available:
         raise ValueError(
-            f"GGUF {table.file}: its dequantized tensors need {cost / 2**30:.2f} GiB of float32 "
+            f"GGUF {table.file}: its dequantized tensors need {cost / 2**30:.2f} GiB of memory "
             f"but the machine has {available / 2**30:.2f} GiB available"
             + (f" ({why})" if why else "")
         )
     kinds = sorted({table.tensors[name].type for name in native})
     logger.info(
-        "GGUF %s: %d quantized tensors load as they are%s, %d dequantized (%.1f MiB of float32 "
-        "with the %d float tensors)%s",
+        "GGUF %s: %d quantized tensors load as they are%s, %d dequantized (%.1f MiB with the %d "
+        "float tensors)%s",
         table.file,
         len(native),
         f" ({', '.join(kinds)})" if kinds else "",
