@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import anyio
@@ -26,6 +26,7 @@ from llmkit.models.lease import Lease
 from llmkit.models.memory import available_bytes, estimate_bytes
 from llmkit.models.settings import ModelSettings
 from llmkit.models.slot import ModelStatus, Slot
+from llmkit.models.surface import EngineSurface
 
 _GIB = 1 << 30
 LoadEngine = Callable[[ModelSettings], EngineProtocol]
@@ -37,7 +38,7 @@ def _load_async_engine(settings: ModelSettings) -> EngineProtocol:
     return AsyncEngine(settings.config)
 
 
-class ModelManager:
+class ModelManager(EngineSurface):
     """Named models behind one object::
 
         async with ModelManager([ModelSettings.of("chat", "smollm2")]) as models:
@@ -122,6 +123,21 @@ class ModelManager:
         slot = self._slot(name)
         return slot.engine if slot.state == "loaded" else None
 
+    def loaded_engines(self) -> Iterator[EngineProtocol]:
+        return (s.engine for s in self._slots.values() if s.engine is not None)
+
+    def default_engine(self) -> EngineProtocol | None:
+        return next(iter(self._slots.values())).engine
+
+    def check_admission(self) -> None:
+        """EngineOverloadedError when no more requests may wait for a model to load."""
+        if self._waiting >= self.max_waiting:
+            raise EngineOverloadedError(
+                f"{self._waiting} requests are waiting for models to load "
+                f"(max {self.max_waiting}); retry later",
+                reason="model_wait",
+            )
+
     def is_healthy(self) -> bool:
         """Whether every loaded model's engine runs (an unloaded one is not unhealthy)."""
         return all(e.is_healthy() for s in self._slots.values() if (e := s.engine) is not None)
@@ -186,11 +202,9 @@ class ModelManager:
     def _keep_alive(self, slot: Slot, value: str | float | None) -> float | None:
         if slot.settings.pin:
             return None
-        if value is not None:
-            return parse_keep_alive(value)
-        if slot.settings.keep_alive_s is not None:
-            return None if slot.settings.keep_alive_s < 0 else slot.settings.keep_alive_s
-        return self.keep_alive_s
+        if value is None:
+            value = slot.settings.keep_alive
+        return self.keep_alive_s if value is None else parse_keep_alive(value)
 
     async def _wait_loaded(self, slot: Slot) -> None:
         if slot.resident_bytes > self.memory_bytes:
@@ -199,12 +213,7 @@ class ModelManager:
                 f"it needs about {slot.resident_bytes / _GIB:.2f} GiB, more than the models' "
                 f"memory budget of {self.memory_bytes / _GIB:.2f} GiB",
             )
-        if self._waiting >= self.max_waiting:
-            raise EngineOverloadedError(
-                f"{self._waiting} requests are waiting for models to load "
-                f"(max {self.max_waiting}); retry later",
-                reason="model_wait",
-            )
+        self.check_admission()
         self._waiting += 1
         try:
             while slot.state != "loaded":

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 import llmkit
+from llmkit.engine.protocol import ModelInfo
 from llmkit.protocol.anthropic import (
     AnthropicErrorResponse,
     CountTokensRequest,
@@ -113,7 +114,8 @@ def openapi_document(
     """The OpenAPI 3.1 document of ``create_app``'s routes for the served model's names
     (any other name is a 404) and limits; ``open_paths``: the paths that need no API key
     (None: the server takes no keys)."""
-    info = ctx.engine.model_info
+    # Several models: no one model's limits fit every request, and every route is served.
+    info = None if ctx.models is not None else ctx.engine.model_info
     refs, top = models_json_schema(_MODELS, ref_template=_REF)
     schemas: dict[str, Any] = top.get("$defs", {})
     for schema in schemas.values():
@@ -122,19 +124,8 @@ def openapi_document(
                 "anyOf": [{"enum": names}, {"type": "null"}],
                 "default": None,
             }
-    served = ServedModel(
-        max_model_len=info.max_model_len,
-        max_logprobs=info.max_logprobs,
-        vocab_size=info.vocab_size,
-        hidden_size=info.hidden_size,
-        supports_images=info.supports_images,
-        has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
-        auto_tool_choice=ctx.options.enable_auto_tool_choice,
-    )
-    fit_requests(schemas, served)
-    fit_anthropic_requests(schemas, served)
-    fit_score_requests(schemas, served)
-    fit_responses_request(schemas, served)
+    if info is not None:
+        _fit(schemas, ctx, info)
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -199,7 +190,7 @@ def openapi_document(
     text = {"text/plain": {"schema": {"type": "string"}}}
     load = {"type": "object", "properties": {"server_load": {"type": "integer"}}}
     paths: dict[str, Any] = {}
-    if info.supports_generate:
+    if info is None or info.supports_generate:
         paths["/v1/completions"] = streaming_route(
             "/v1/completions",
             "Complete a prompt.",
@@ -252,7 +243,7 @@ def openapi_document(
             "Each event's JSON after its `event: <type>` line: message_start, ping, "
             "content_block_start/_delta/_stop, message_delta, message_stop (or error)."
         )
-    if info.supports_embed:
+    if info is None or info.supports_embed:
         paths["/v1/embeddings"] = model_route(
             "/v1/embeddings", "Embed inputs.", EmbeddingRequest, EmbeddingResponse
         )
@@ -319,3 +310,20 @@ def _with_id(route: dict[str, Any], name: str, not_found: dict[str, Any]) -> dic
         ]
         operation["responses"]["404"] = not_found
     return route
+
+
+def _fit(schemas: dict[str, Any], ctx: ServingContext, info: ModelInfo) -> None:
+    """Tighten the request schemas to the one served model's limits."""
+    served = ServedModel(
+        max_model_len=info.max_model_len,
+        max_logprobs=info.max_logprobs,
+        vocab_size=info.vocab_size,
+        hidden_size=info.hidden_size,
+        supports_images=info.supports_images,
+        has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
+        auto_tool_choice=ctx.options.enable_auto_tool_choice,
+    )
+    fit_requests(schemas, served)
+    fit_anthropic_requests(schemas, served)
+    fit_score_requests(schemas, served)
+    fit_responses_request(schemas, served)
