@@ -28,8 +28,9 @@ class Lease:
     """``async with lease as engine`` (or ``release()``): the model stays loaded, and is
     never evicted, while the lease or any stream its engine opened is still open."""
 
-    def __init__(self, engine: EngineProtocol, release: Callable[[], None]):
+    def __init__(self, engine: EngineProtocol, release: Callable[[], None], waited_s: float = 0.0):
         self._holds = 1
+        self.waited_s = waited_s  # how long the request waited for its model to load
         self._release = release
         self.engine = HeldEngine(engine, self)
 

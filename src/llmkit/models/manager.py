@@ -153,6 +153,7 @@ class ModelManager(EngineSurface):
         keep_alive) or ``EngineOverloadedError`` (too many requests waiting for room)."""
         slot = self._slot(name)
         keep = self._keep_alive(slot, keep_alive)
+        start = time.perf_counter()
         if slot.state != "loaded":
             await self._wait_loaded(slot)
         assert slot.engine is not None
@@ -161,7 +162,7 @@ class ModelManager(EngineSurface):
         now = self._clock()
         slot.last_used = now
         slot.expires_at = None if keep is None else now + keep
-        return Lease(slot.engine, lambda: self._release(slot, keep))
+        return Lease(slot.engine, lambda: self._release(slot, keep), time.perf_counter() - start)
 
     async def load(self, name: str, keep_alive: str | float | None = None) -> None:
         """Load ``name`` now (POST /models/load, Ollama's empty request), then keep it as an

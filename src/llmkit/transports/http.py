@@ -44,6 +44,7 @@ from llmkit.transports.http_models import ModelRoutes
 from llmkit.transports.http_options import AccessOptions, HTTPOptions
 from llmkit.transports.http_routes import RERANK_PATHS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
+from llmkit.transports.ollama import OllamaRoutes
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 
@@ -155,6 +156,7 @@ def create_app(
             Route("/v1/load_lora_adapter", api.load_lora_adapter, methods=["POST"]),
             Route("/v1/unload_lora_adapter", api.unload_lora_adapter, methods=["POST"]),
         ]
+    routes += OllamaRoutes(ctx).routes()
     if models is not None:
         routes += ModelRoutes(ctx, models).routes()
     if ui:

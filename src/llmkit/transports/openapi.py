@@ -17,7 +17,6 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 import llmkit
-from llmkit.engine.protocol import ModelInfo
 from llmkit.protocol.anthropic import (
     AnthropicErrorResponse,
     CountTokensRequest,
@@ -25,6 +24,7 @@ from llmkit.protocol.anthropic import (
     MessagesRequest,
     MessagesResponse,
 )
+from llmkit.protocol.ollama import ErrorBody
 from llmkit.protocol.openai import (
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -56,10 +56,9 @@ from llmkit.protocol.openai.responses import (
     ResponsesRequest,
 )
 from llmkit.serving.context import ServingContext
-from llmkit.transports.openapi_anthropic import fit_anthropic_requests
-from llmkit.transports.openapi_requests import ServedModel, fit_requests
-from llmkit.transports.openapi_responses import fit_responses_request
-from llmkit.transports.openapi_score import fit_score_requests
+from llmkit.transports.endpoints import operations, schema_models
+from llmkit.transports.ollama.endpoints import OLLAMA_ENDPOINTS, OLLAMA_ERRORS
+from llmkit.transports.openapi_fit import fit_schemas
 
 _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -93,6 +92,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (MessagesResponse, "serialization"),
     (CountTokensResponse, "serialization"),
     (AnthropicErrorResponse, "serialization"),
+    (ErrorBody, "serialization"),
+    *schema_models(OLLAMA_ENDPOINTS),
 ]
 # The errors a route can answer, and what each means.
 _ERRORS = {
@@ -125,7 +126,7 @@ def openapi_document(
                 "default": None,
             }
     if info is not None:
-        _fit(schemas, ctx, info)
+        fit_schemas(schemas, ctx, info)
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -283,6 +284,7 @@ def openapi_document(
                 "responses": {"200": {"description": "OK", "content": json_of({})}},
             }
         },
+        **operations(OLLAMA_ENDPOINTS, ref, OLLAMA_ERRORS, ref(ErrorBody)),
         "/health": probe("Ready (vLLM's name for /readyz)."),
         "/livez": probe("The process answers."),
         "/readyz": probe("The model is loaded, the engine healthy, the server not draining."),
@@ -310,20 +312,3 @@ def _with_id(route: dict[str, Any], name: str, not_found: dict[str, Any]) -> dic
         ]
         operation["responses"]["404"] = not_found
     return route
-
-
-def _fit(schemas: dict[str, Any], ctx: ServingContext, info: ModelInfo) -> None:
-    """Tighten the request schemas to the one served model's limits."""
-    served = ServedModel(
-        max_model_len=info.max_model_len,
-        max_logprobs=info.max_logprobs,
-        vocab_size=info.vocab_size,
-        hidden_size=info.hidden_size,
-        supports_images=info.supports_images,
-        has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
-        auto_tool_choice=ctx.options.enable_auto_tool_choice,
-    )
-    fit_requests(schemas, served)
-    fit_anthropic_requests(schemas, served)
-    fit_score_requests(schemas, served)
-    fit_responses_request(schemas, served)
