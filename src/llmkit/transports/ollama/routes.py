@@ -84,7 +84,7 @@ class OllamaRoutes:
         name = ollama_models.ollama_name(self.ctx, req.model)
         if not req.messages:  # Ollama's way to load (or, keep_alive 0, unload) a model
             return await self._load_only("chat", name, req.keep_alive)
-        converted = chat_request(req, name)
+        converted = chat_request(req, name, self.ctx.options.enable_auto_tool_choice)
         answer = partial(self._chat, request, converted, "chat")
         return await self._serve(name, req.keep_alive, answer)
 
