@@ -17,6 +17,7 @@ import argparse
 import importlib.metadata
 import json
 import statistics
+import tempfile
 import time
 
 import httpx
@@ -36,15 +37,17 @@ def first_token_s(client: httpx.Client, model: str) -> float:
     body = {"model": model, "prompt": PROMPT, "options": {"num_predict": 8, "temperature": 0}}
     start = time.perf_counter()
     with client.stream("POST", "/api/generate", json=body) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
+        if response.status_code != 200:
+            raise RuntimeError(f"{model}: {response.status_code} {response.read().decode()}")
+        lines = response.iter_lines()
+        for line in lines:
             chunk = json.loads(line)
             if "error" in chunk:
                 raise RuntimeError(chunk["error"])
             if chunk.get("response"):
                 took = time.perf_counter() - start
                 break
-        for _ in response.iter_lines():  # the rest of the answer, before the next request
+        for _ in lines:  # the rest of the answer, before the next request
             pass
     return took
 
@@ -64,7 +67,8 @@ def main() -> None:
         "--no-ui", "--model", f"a={model}", "--model", f"b={model}", "--max-loaded-models", "1",
         "--max-model-len", "512", "--disable-uvicorn-access-log",
     ]  # fmt: skip
-    server, url = start_server(None, flags)
+    log = tempfile.NamedTemporaryFile(prefix="model_swap-", suffix=".log", delete=False)
+    server, url = start_server(None, flags, log=log)
     try:
         with httpx.Client(base_url=url, timeout=300) as client:
             first_token_s(client, "a")  # one-time costs (the GGUF's cached folder, imports)
@@ -75,6 +79,9 @@ def main() -> None:
                 swaps.append(first_token_s(client, name))  # the other one was loaded
                 loaded.append(first_token_s(client, name))  # now it is loaded
             page = client.get("/metrics").text
+    except RuntimeError:
+        print(f"the server's log: {log.name}")
+        raise
     finally:
         server.terminate()
         server.wait(30)
