@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
+from llmkit.model.gguf.packed_cache import PackedCache
 from llmkit.model.gguf.tensors import TensorTable
 from llmkit.model.layers import q8, w4a8
 from llmkit.model.layers.quant import QuantizedLinear
@@ -101,16 +102,25 @@ def _plan(
     with_embedding: bool,
 ) -> NativeWeights:
     plan = NativeWeights()
+    cache = PackedCache(table.file)
     layers = {int(n.split(".")[1]) for n in table.tensors if n.startswith("blk.")}
     for layer in sorted(layers):
         for module, parts in _LINEARS.items():
             names = [f"blk.{layer}.{part}.weight" for part in parts]
-            _linear(plan, table, kinds, f"model.layers.{layer}.{module}", names)
-    if not with_embedding:
-        return plan
+            _linear(plan, table, kinds, f"model.layers.{layer}.{module}", names, cache)
+    if with_embedding:
+        _embedding(plan, table, cache)
+        _linear(plan, table, kinds, HEAD, ["output.weight"], cache)
+    cache.save()
+    return plan
+
+
+def _embedding(plan: NativeWeights, table: TensorTable, cache: PackedCache) -> None:
+    """The Q8_0 token embedding, and the head tied to it where the file has none."""
     embedding = table.tensors.get("token_embd.weight")
     if embedding is not None and embedding.type in _Q8:
-        packed = q8.from_q8_0(_rows(table, [embedding.name]), embedding.shape[1])
+        make = lambda: q8.from_q8_0(_rows(table, [embedding.name]), embedding.shape[1])  # noqa: E731
+        packed = cast(q8.Packed, cache.get(EMBEDDING, make))
         plan.modules[EMBEDDING] = lambda old: q8.Q8Embedding(
             packed, old.num_embeddings, old.embedding_dim, old.weight.dtype
         )
@@ -119,8 +129,6 @@ def _plan(
             plan.modules[HEAD] = lambda old: q8.Q8Linear(
                 packed, old.in_features, old.out_features, None
             )
-    _linear(plan, table, kinds, HEAD, ["output.weight"])
-    return plan
 
 
 def _linear(
@@ -129,6 +137,7 @@ def _linear(
     kinds: dict[str, Reader],
     module: str,
     names: list[str],
+    cache: PackedCache,
 ) -> None:
     """Plan ``module`` from tensors ``names`` if all are there and of one native kind."""
     infos = [table.tensors.get(n) for n in names]
@@ -136,7 +145,7 @@ def _linear(
     if len(types) != 1 or (kind := types.pop()) not in kinds:
         return
     in_features = infos[0].shape[1]  # type: ignore[union-attr]
-    packed = kinds[kind](_rows(table, names), in_features)
+    packed = cache.get(module, lambda: kinds[kind](_rows(table, names), in_features))
     if isinstance(packed, q8.Packed):
         plan.modules[module] = lambda old: q8.Q8Linear(
             packed, old.in_features, old.out_features, old.bias
