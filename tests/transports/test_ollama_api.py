@@ -146,7 +146,7 @@ def test_a_broken_model_fails_only_its_own_requests(client) -> None:
     assert missing.value.status_code == 404
     with pytest.raises(ollama.ResponseError) as refused:
         client.pull("tiny")
-    assert refused.value.status_code == 501 and "does not download" in refused.value.error
+    assert refused.value.status_code == 403 and "does not download" in refused.value.error
 
 
 def test_keep_alive_zero_unloads_after_the_answer(client, served) -> None:

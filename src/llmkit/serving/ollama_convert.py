@@ -9,12 +9,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmkit.protocol.ollama import ChatRequest, EmbedRequest, GenerateRequest, Message
+from llmkit.protocol.ollama.requests import Options
 from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest, EmbeddingRequest
 from llmkit.serving.errors import from_validation_error
 
-# Ollama's option -> the OpenAI (vLLM) request field; the rest (num_ctx, num_thread,
-# mirostat, ...) set up the runner in Ollama and are ignored here, as Ollama ignores
-# options a model does not use.
+# Ollama's option -> the OpenAI (vLLM) request field.
 _OPTIONS = {
     "num_predict": "max_tokens",
     "temperature": "temperature",
@@ -31,9 +30,10 @@ _OPTIONS = {
 _MAGIC = {"iVBOR": "image/png", "/9j/": "image/jpeg", "R0lGOD": "image/gif", "UklGR": "image/webp"}
 
 
-def sampling_fields(options: dict[str, Any] | None) -> dict[str, Any]:
-    fields = {_OPTIONS[k]: v for k, v in (options or {}).items() if k in _OPTIONS}
-    if fields.get("max_tokens", 0) < 0:  # -1: no limit, -2: fill the context
+def sampling_fields(options: Options | None) -> dict[str, Any]:
+    given = options.model_dump(exclude_none=True) if options else {}
+    fields = {_OPTIONS[k]: v for k, v in given.items() if k in _OPTIONS}
+    if fields.get("max_tokens", 1) <= 0:  # -1: no limit, -2: fill the context
         del fields["max_tokens"]
     return fields
 

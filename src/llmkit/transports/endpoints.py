@@ -30,6 +30,8 @@ class Endpoint:
     response: type[BaseModel] | None = None
     streaming: Streaming = "json"
     errors: tuple[int, ...] = ()
+    # The task a single served model needs for the document to list it (None: any).
+    task: Literal["generate", "embed"] | None = None
 
 
 def routes(endpoints: Iterable[Endpoint], handlers: object) -> list[Route]:

@@ -121,10 +121,14 @@ def openapi_document(
     schemas: dict[str, Any] = top.get("$defs", {})
     for schema in schemas.values():
         if schema.get("title", "").endswith("Request") and "model" in schema["properties"]:
-            schema["properties"]["model"] = {
-                "anyOf": [{"enum": names}, {"type": "null"}],
-                "default": None,
-            }
+            # Ollama's requests must name their model; OpenAI's default to the first.
+            if "model" in schema.get("required", ()):
+                schema["properties"]["model"] = {"enum": names}
+            else:
+                schema["properties"]["model"] = {
+                    "anyOf": [{"enum": names}, {"type": "null"}],
+                    "default": None,
+                }
     if info is not None:
         fit_schemas(schemas, ctx, info)
 
@@ -284,7 +288,12 @@ def openapi_document(
                 "responses": {"200": {"description": "OK", "content": json_of({})}},
             }
         },
-        **operations(OLLAMA_ENDPOINTS, ref, OLLAMA_ERRORS, ref(ErrorBody)),
+        **operations(
+            [e for e in OLLAMA_ENDPOINTS if info is None or e.task in (None, info.task)],
+            ref,
+            OLLAMA_ERRORS,
+            ref(ErrorBody),
+        ),
         "/health": probe("Ready (vLLM's name for /readyz)."),
         "/livez": probe("The process answers."),
         "/readyz": probe("The model is loaded, the engine healthy, the server not draining."),

@@ -27,3 +27,6 @@ def fit_schemas(schemas: dict[str, Any], ctx: ServingContext, info: ModelInfo) -
     fit_anthropic_requests(schemas, served)
     fit_score_requests(schemas, served)
     fit_responses_request(schemas, served)
+    if not served.supports_images:  # Ollama's base64 images, on a text-only model
+        for schema in schemas.values():
+            schema.get("properties", {}).pop("images", None)

@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field
 
-from llmkit.protocol.openai.common import JsonObject, RequestBody
+from llmkit.protocol.openai.common import Int64, JsonObject, RequestBody, Seed
 
-# A duration ("5m", "1h30m"), or seconds; 0 unloads after the request, negative keeps it.
-KeepAlive = str | float | None
+# Go's duration syntax ("5m", "1h30m", "-1s"), or seconds, as a string or a number.
+_DURATION = r"^[+-]?(((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+|\d+(\.\d*)?|\.\d+)$"
+# How long the model stays loaded after the request: 0 unloads it, negative keeps it.
+KeepAlive = Annotated[str, Field(pattern=_DURATION)] | float | None
 # "json", or a JSON schema the answer must follow.
 Format = Literal["", "json"] | JsonObject | None
+
+
+class Options(RequestBody):
+    """The options that reach sampling (under OpenAI's names and limits); the rest (the
+    runner's: num_thread, mirostat, ...) are accepted and ignored, as Ollama ignores
+    options a model does not use."""
+
+    num_predict: Int64 | None = None  # 0 or negative: no limit
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: Int64 | None = None
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    seed: Seed | None = None
+    stop: str | list[str] | None = None
+    repeat_penalty: float | None = Field(default=None, gt=0.0)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    num_ctx: Int64 | None = None  # a model's context is its --max-model-len
 
 
 class ToolCallFunction(RequestBody):
@@ -43,7 +63,7 @@ class ModelRequest(RequestBody):
 class _Generation(RequestBody):
     model: str = Field(min_length=1)
     stream: bool = True
-    options: dict[str, Any] | None = None
+    options: Options | None = None
     format: Format = None
     keep_alive: KeepAlive = None
     think: bool | Literal["low", "medium", "high"] | None = None
@@ -68,7 +88,7 @@ class EmbedRequest(RequestBody):
     model: str = Field(min_length=1)
     input: str | list[str]
     truncate: bool = True
-    options: dict[str, Any] | None = None
+    options: Options | None = None
     keep_alive: KeepAlive = None
     dimensions: int | None = Field(default=None, ge=1)
 
@@ -78,5 +98,5 @@ class EmbeddingsRequest(RequestBody):
 
     model: str = Field(min_length=1)
     prompt: str
-    options: dict[str, Any] | None = None
+    options: Options | None = None
     keep_alive: KeepAlive = None

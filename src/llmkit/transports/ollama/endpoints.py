@@ -24,7 +24,7 @@ OLLAMA_ERRORS = {
     400: "The request is invalid (the message names the field).",
     404: "No model of that name is served.",
     500: "The model failed to load (the message names it and why), or the engine failed.",
-    501: "This server does not download, push, create, copy or delete models.",
+    403: "This server does not download, push, create, copy or delete models.",
     503: "The server is overloaded (retry after Retry-After) or shutting down.",
 }
 _MODEL_ERRORS = (400, 404, 500, 503)
@@ -32,20 +32,20 @@ _STORE = "Refused: this server serves the models it was started with."
 
 OLLAMA_ENDPOINTS = (
     Endpoint("/api/chat", "POST", "chat", "Answer a conversation.", ChatRequest, ChatResponse,
-             "ndjson", _MODEL_ERRORS),
+             "ndjson", _MODEL_ERRORS, "generate"),
     Endpoint("/api/generate", "POST", "generate", "Complete a prompt.", GenerateRequest,
-             GenerateResponse, "ndjson", _MODEL_ERRORS),
+             GenerateResponse, "ndjson", _MODEL_ERRORS, "generate"),
     Endpoint("/api/embed", "POST", "embed", "Embed texts.", EmbedRequest, EmbedResponse,
-             errors=_MODEL_ERRORS),
+             errors=_MODEL_ERRORS, task="embed"),
     Endpoint("/api/embeddings", "POST", "embeddings", "Embed one prompt (the older endpoint).",
-             EmbeddingsRequest, EmbeddingsResponse, errors=_MODEL_ERRORS),
+             EmbeddingsRequest, EmbeddingsResponse, errors=_MODEL_ERRORS, task="embed"),
     Endpoint("/api/tags", "GET", "tags", "The served models.", response=ListResponse),
     Endpoint("/api/show", "POST", "show", "One model's details and capabilities.", ModelRequest,
              ShowResponse, errors=(400, 404, 500)),
     Endpoint("/api/ps", "GET", "ps", "The loaded models.", response=PsResponse),
     Endpoint("/api/version", "GET", "version", "The Ollama API version served.",
              response=VersionResponse),
-    *(Endpoint(path, "POST", "unsupported", _STORE, errors=(501,))
+    *(Endpoint(path, "POST", "unsupported", _STORE, errors=(403,))
       for path in ("/api/pull", "/api/push", "/api/create", "/api/copy")),
-    Endpoint("/api/delete", "DELETE", "unsupported", _STORE, errors=(501,)),
+    Endpoint("/api/delete", "DELETE", "unsupported", _STORE, errors=(403,)),
 )  # fmt: skip

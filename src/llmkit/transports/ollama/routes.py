@@ -218,4 +218,4 @@ class OllamaRoutes:
 
     @_ollama_errors
     async def unsupported(self, request: Request) -> Answer:
-        raise OpenAIError(501, _STORE_REFUSAL)
+        raise OpenAIError(403, _STORE_REFUSAL)
