@@ -55,6 +55,7 @@ def test_a_models_file_and_a_models_dir(tiny_model, tmp_path: Path) -> None:
         (["--model", "x=demo", "--max-loaded-models", "0"], "max_loaded_models must be >= 1"),
         (["--model", "x=demo", "--model", "x=demo"], "named twice"),
         (["demo", "--model", "x=demo"], "not both"),
+        (["--model", "x=demo", "--served-model-name", "y"], "names each"),
         (["--models-dir", "/no/such/dir"], "not a directory"),
     ],
 )

@@ -66,6 +66,11 @@ def model_manager(args: argparse.Namespace) -> ModelManager | None:
     broken is found at its first request, and fails only that model's requests)."""
     if not (args.models or args.models_file or args.models_dir):
         return None
+    if args.served_model_name:
+        raise SystemExit(
+            "llmkit serve: error: --served-model-name names the one model; with several, "
+            "--model NAME=PATH names each"
+        )
     if args.model or args.engine_socket:
         raise SystemExit(
             "llmkit serve: error: give either MODEL (or --engine-socket) or several models "
