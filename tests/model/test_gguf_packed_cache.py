@@ -3,6 +3,7 @@ packed again, never trusted."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -36,6 +37,19 @@ def test_the_second_load_maps_what_the_first_packed(tmp_path: Path) -> None:
     assert isinstance(mapped[0], w4a8.Packed) and isinstance(mapped[1], q8.Packed)
     for old, new in zip(made, mapped, strict=True):
         assert all(torch.equal(x, y) for x, y in zip(old, new, strict=True))
+
+
+def test_a_file_rewritten_in_place_is_packed_again(tmp_path: Path) -> None:
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(100))
+    calls: list[str] = []
+    first = PackedCache(gguf, tmp_path / "cache")
+    first.get("a", packs(calls, "a", "w4a8"))
+    first.save()
+    stat = gguf.stat()
+    os.utime(gguf, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # same bytes, rewritten
+    PackedCache(gguf, tmp_path / "cache").get("a", packs(calls, "a", "w4a8"))
+    assert calls == ["a", "a"]
 
 
 def test_a_broken_cache_is_packed_again(tmp_path: Path) -> None:

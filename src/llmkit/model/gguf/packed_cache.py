@@ -31,7 +31,11 @@ class PackedCache:
 
     def __init__(self, gguf: Path, cache_dir: Path | None = None):
         folder = (cache_dir or default_cache_dir()) / "gguf-packed"
-        self.path = folder / f"{cache_key(gguf.resolve())}-v{_FORMAT_VERSION}.pt"
+        path = gguf.resolve()
+        # The modification time too: a file rewritten in place with other weights of the same
+        # size and metadata (another fine-tune) must not be served from the old one's cache.
+        key = f"{cache_key(path)}-{path.stat().st_mtime_ns}-v{_FORMAT_VERSION}"
+        self.path = folder / f"{key}.pt"
         self._stored = self._read()
         self._made: dict[str, tuple[str, tuple[torch.Tensor, ...]]] = {}
 
