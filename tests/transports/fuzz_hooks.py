@@ -261,7 +261,16 @@ def _ollama(body: dict[str, Any]) -> None:
     body["options"] = options
 
 
+def _ollama_embed(body: dict[str, Any]) -> None:
+    """Ollama's embeddings: inputs cut to the context (truncate), the older prompt short."""
+    body["truncate"] = True
+    if isinstance(body.get("prompt"), str):
+        body["prompt"] = body["prompt"][:64]
+
+
 _REPAIRS = {
+    "/api/embed": _ollama_embed,
+    "/api/embeddings": _ollama_embed,
     "/api/chat": _ollama,
     "/api/generate": _ollama,
     "/v1/completions": _completions,

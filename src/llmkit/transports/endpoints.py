@@ -52,8 +52,10 @@ def operations(
     ref: Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]],
     errors: dict[int, str],
     error_schema: dict[str, Any],
+    unauthorized: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The document's paths for ``endpoints``; ``errors``: what each status means."""
+    """The document's paths for ``endpoints``; ``errors``: what each status means;
+    ``unauthorized``: the 401 of a server that takes API keys."""
     paths: dict[str, Any] = {}
     for e in endpoints:
         ok: dict[str, Any] = {"description": "OK"}
@@ -69,6 +71,8 @@ def operations(
             }
             for status in e.errors
         }
+        if unauthorized is not None:
+            failures["401"] = unauthorized
         responses = failures if e.response is None and e.errors else {"200": ok, **failures}
         operation: dict[str, Any] = {"summary": e.summary, "responses": responses}
         if e.request is not None:

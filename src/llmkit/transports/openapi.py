@@ -293,6 +293,8 @@ def openapi_document(
             ref,
             OLLAMA_ERRORS,
             ref(ErrorBody),
+            # The key check answers before any route, in OpenAI's shape.
+            {"description": _ERRORS["401"], "content": error} if open_paths is not None else None,
         ),
         "/health": probe("Ready (vLLM's name for /readyz)."),
         "/livez": probe("The process answers."),

@@ -30,3 +30,7 @@ def fit_schemas(schemas: dict[str, Any], ctx: ServingContext, info: ModelInfo) -
     if not served.supports_images:  # Ollama's base64 images, on a text-only model
         for schema in schemas.values():
             schema.get("properties", {}).pop("images", None)
+    dimensions = schemas.get("EmbedRequest", {}).get("properties", {}).get("dimensions", {})
+    for option in dimensions.get("anyOf", [dimensions]):
+        if option.get("type") == "integer":  # Ollama's /api/embed, as OpenAI's
+            option["maximum"] = served.hidden_size

@@ -16,6 +16,9 @@ KeepAlive = Annotated[str, Field(pattern=_DURATION)] | float | None
 Format = Literal["", "json"] | JsonObject | None
 
 
+Text = Annotated[str, Field(min_length=1)]
+
+
 class Options(RequestBody):
     """The options that reach sampling (under OpenAI's names and limits); the rest (the
     runner's: num_thread, mirostat, ...) are accepted and ignored, as Ollama ignores
@@ -86,7 +89,7 @@ class GenerateRequest(_Generation):
 
 class EmbedRequest(RequestBody):
     model: str = Field(min_length=1)
-    input: str | list[str]
+    input: Text | Annotated[list[Text], Field(min_length=1)]
     truncate: bool = True
     options: Options | None = None
     keep_alive: KeepAlive = None
@@ -97,6 +100,6 @@ class EmbeddingsRequest(RequestBody):
     """The older /api/embeddings: one prompt, one vector."""
 
     model: str = Field(min_length=1)
-    prompt: str
+    prompt: Text
     options: Options | None = None
     keep_alive: KeepAlive = None
