@@ -206,3 +206,24 @@ def test_tool_turns_are_accepted_and_images_refused_on_a_text_model(client) -> N
     with pytest.raises(ollama.ResponseError) as refused:
         client.generate(model="tiny", prompt="what is it?", images=[b"\x89PNG\r\n\x1a\n"])
     assert refused.value.status_code == 400 and "text-only" in refused.value.error
+
+
+def test_router_endpoints_load_and_unload_and_v1_models_tells_the_state(models_url) -> None:
+    with httpx.Client(base_url=models_url, timeout=120) as http:
+
+        def state(name: str) -> str:
+            cards = http.get("/v1/models").raise_for_status().json()["data"]
+            return next(c["state"] for c in cards if c["id"] == name)
+
+        assert http.post("/models/load", json={"model": "tiny"}).json() == {"success": True}
+        assert state("tiny") == "loaded"
+        assert http.post("/models/unload", json={"model": "tiny"}).json() == {"success": True}
+        assert state("tiny") == "unloaded"
+        missing = http.post("/models/load", json={"model": "nope"})
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
+        broken = http.post("/models/load", json={"model": "broken"})
+        assert broken.status_code == 500 and "'broken' failed to load" in broken.text
+        cards = {c["id"]: c for c in http.get("/v1/models").json()["data"]}
+        assert cards["broken"]["state"] == "unloaded" and cards["broken"]["error"]
+        page = http.get("/metrics").text
+        assert metric(page, 'llmkit:model_loads_total{model_name="tiny"}') >= 1
