@@ -58,6 +58,16 @@ PUBLIC_MODULES = {
     "llmkit.replicas": {"ReplicaGroup"},
     "llmkit.websocket": {"WebSocketClient"},
     "llmkit.grpc": {"GrpcServer", "serve_grpc"},
+    # Many named models behind one server (create_app(ModelManager(...))).
+    "llmkit.models": {
+        "Lease",
+        "ModelLoadError",
+        "ModelManager",
+        "ModelNotFoundError",
+        "ModelSettings",
+        "ModelStatus",
+        "parse_keep_alive",
+    },
 }
 # The random-weight model builders, which image_chat.py uses to run without a download.
 DEMO_BUILDERS = {"llmkit.model.demo", "llmkit.model.demo_llava"}

@@ -244,7 +244,35 @@ def _message_tokens(body: dict[str, Any]) -> int | None:
     return response.json()["input_tokens"] if response.status_code == 200 else None
 
 
+def _ollama(body: dict[str, Any]) -> None:
+    """Ollama's /api/chat and /api/generate: a short prompt and answer that fit the context,
+    and a format the structured-output backend compiles."""
+    messages = body.get("messages")
+    if messages:
+        body["messages"] = [{"role": "user", "content": str(messages[-1].get("content"))[:8]}]
+    for field in ("tools", "system", "suffix"):
+        body.pop(field, None)
+    if isinstance(body.get("prompt"), str):
+        body["prompt"] = body["prompt"][:8]
+    if isinstance(body.get("format"), dict):
+        body["format"] = _VALID["json"]
+    options = body.get("options") or {}
+    options["num_predict"] = 4
+    body["options"] = options
+
+
+def _ollama_embed(body: dict[str, Any]) -> None:
+    """Ollama's embeddings: inputs cut to the context (truncate), the older prompt short."""
+    body["truncate"] = True
+    if isinstance(body.get("prompt"), str):
+        body["prompt"] = body["prompt"][:64]
+
+
 _REPAIRS = {
+    "/api/embed": _ollama_embed,
+    "/api/embeddings": _ollama_embed,
+    "/api/chat": _ollama,
+    "/api/generate": _ollama,
     "/v1/completions": _completions,
     "/v1/chat/completions": _chat,
     "/tokenize": _tokenize,

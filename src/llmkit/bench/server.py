@@ -18,9 +18,10 @@ def _free_port() -> int:
 
 
 def start_server(
-    model: str, flags: list[str], timeout: float = 300.0, log: IO[bytes] | None = None
+    model: str | None, flags: list[str], timeout: float = 300.0, log: IO[bytes] | None = None
 ) -> tuple[subprocess.Popen, str]:
     """``llmkit serve MODEL FLAGS`` on a free port; the process and its base URL, once healthy.
+    No ``model``: the flags name the models (``--model NAME=PATH``).
 
     ``log``: a file for the server's output (default: this process's).
     """
@@ -30,7 +31,7 @@ def start_server(
         "-m",
         "llmkit.cli",
         "serve",
-        model,
+        *([model] if model else []),
         "--port",
         str(port),
         "--log-level",

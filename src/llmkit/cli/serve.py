@@ -15,6 +15,7 @@ from llmkit.cli.serve_drain import DrainingServer
 from llmkit.cli.serve_flags import add_server_flags
 from llmkit.cli.serve_grpc import GrpcBesideHTTP, add_grpc_flags, grpc_server, serve_grpc_only
 from llmkit.cli.serve_listen import bind_sockets, listen
+from llmkit.cli.serve_models import add_models_flags, model_manager
 from llmkit.cli.serve_setup import (
     access_options,
     apply_log_config,
@@ -94,6 +95,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="the server's log level (default: info)",
     )
     add_server_flags(serve)
+    add_models_flags(serve)
     add_grpc_flags(serve)
     add_engine_flags(serve)
     serve.set_defaults(handler=serve_command)
@@ -115,7 +117,10 @@ def serve_command(args: argparse.Namespace) -> int:
     loras = lora_modules(args)
     http = http_options(args)
     access = access_options(args, keys)
-    engine_settings = _engine_settings(args)
+    manager = model_manager(args)
+    if manager is not None and (args.grpc or args.grpc_port is not None):
+        raise SystemExit("llmkit serve: error: several models are served over HTTP only, not gRPC")
+    engine_settings = None if manager is not None else _engine_settings(args)
     if args.grpc or args.grpc_port is not None:
         # grpc binds its own socket: a busy port is found here, before the model loads.
         for sock in bind_sockets(args.host, args.port if args.grpc else args.grpc_port, None):
@@ -127,11 +132,12 @@ def serve_command(args: argparse.Namespace) -> int:
     # Bound before the model loads, so a busy port fails at once (a failure from here on
     # ends the process, which closes them; uvicorn closes them when it stops).
     sockets = bind_sockets(args.host, args.port, args.uds)
-    engine, name = _served_engine(args, engine_settings)
-    _check_loras(engine, loras, args.served_model_name or [name])
+    if manager is None:
+        engine, name = _served_engine(args, engine_settings)
+        _check_loras(engine, loras, args.served_model_name or [name])
     app = create_app(
-        engine,
-        served_model_name=args.served_model_name or [name],
+        engine if manager is None else manager,
+        served_model_name=args.served_model_name or ([name] if manager is None else None),
         chat_template=template,
         owns_engine=True,
         ui=not args.no_ui,

@@ -18,7 +18,11 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import math
+import mmap
 import platform
+
+import torch
 
 logger = logging.getLogger(__name__)
 
@@ -41,3 +45,14 @@ def keep_freed_memory() -> bool:
         return False
     logger.debug("glibc malloc: freed memory is kept in the process (%s)", done)
     return done
+
+
+def zeroed(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.zeros``; on CPU from an anonymous mapping, whose pages the kernel gives as
+    zeros when first touched, so that a large KV cache costs nothing until it is used (a
+    2 GiB ``torch.zeros`` writes every page: about a second)."""
+    if device.type != "cpu":
+        return torch.zeros(shape, dtype=dtype, device=device)
+    count = math.prod(shape)
+    pages = mmap.mmap(-1, max(count * dtype.itemsize, 1))
+    return torch.frombuffer(pages, dtype=dtype, count=count).view(shape)

@@ -13,7 +13,7 @@ from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
 from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_kernels import build_cpu_kernels
-from llmkit.model.cpu_memory import keep_freed_memory
+from llmkit.model.cpu_memory import keep_freed_memory, zeroed
 from llmkit.model.cuda_graphs import DecodeGraphs
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.native import default_native, linears_only
@@ -147,10 +147,7 @@ class ModelRunner:
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
         # and 0 * NaN from stale memory would poison them.
         self.kv_caches = [
-            (
-                torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
-                torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
-            )
+            (zeroed(shape, self.kv_dtype, self.device), zeroed(shape, self.kv_dtype, self.device))
             for _ in range(0 if self.is_encoder else self.model.num_layers)
         ]
         self.graphs = self._capture_graphs(max_model_len, tp)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from llmkit.tools import ToolParser
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
+    from llmkit.models import ModelManager
 
 logger = logging.getLogger("llmkit.serving")
 
@@ -44,6 +46,8 @@ class ServingContext:
     metrics: ServerMetrics | None = None
     options: ServingOptions = field(default_factory=ServingOptions)
     loras: ServedLoRAs = field(default_factory=ServedLoRAs)  # adapters served by name
+    # Many named models (``engine`` is then the manager): each request holds its own.
+    models: ModelManager | None = None
     # Set when the server is shutting down: new work is refused, in-flight work finishes.
     draining: bool = False
     # Set when the server waits no longer: what still runs ends itself (see Closing).
@@ -67,6 +71,13 @@ class ServingContext:
         """``work(*args)`` (tokenization, template rendering) on a bounded pool of worker
         threads, so a huge prompt never stalls the event loop and every other stream."""
         return await anyio.to_thread.run_sync(work, *args, limiter=self._offload_limiter)
+
+    def bound(self, engine: EngineProtocol, name: str) -> ServingContext:
+        """This context for one request to the manager's model ``name``, held as ``engine``;
+        it shares everything server-wide (parsers, limits, shutdown, stored responses)."""
+        ctx = dataclasses.replace(self, engine=engine, model_names=[name], models=None)
+        ctx._offload_limiter = self._offload_limiter
+        return ctx
 
     @property
     def model_name(self) -> str:

@@ -24,10 +24,13 @@ from starlette.routing import Route, WebSocketRoute
 
 from llmkit.engine.protocol import EngineProtocol
 from llmkit.lora_request import LoRARequest
+from llmkit.models import ModelManager
 from llmkit.serving.context import ServingContext
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
+from llmkit.serving.models_metrics import ModelsCollector
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.http_answers import ERROR_HANDLERS
 from llmkit.transports.http_body import RequestBodyLimitMiddleware
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
@@ -37,14 +40,16 @@ from llmkit.transports.http_middleware import (
     RequestContextMiddleware,
     ServerLoad,
 )
+from llmkit.transports.http_models import ModelRoutes
 from llmkit.transports.http_options import AccessOptions, HTTPOptions
-from llmkit.transports.http_routes import ERROR_HANDLERS, RERANK_PATHS, Routes
+from llmkit.transports.http_routes import RERANK_PATHS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
+from llmkit.transports.ollama import OllamaRoutes
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 
 def create_app(
-    engine: EngineProtocol,
+    engine: EngineProtocol | ModelManager,
     *,
     served_model_name: str | Sequence[str] | None = None,
     chat_template: str | None = None,
@@ -59,7 +64,8 @@ def create_app(
     lora_modules: Sequence[LoRARequest] = (),
     enable_lora_runtime_updates: bool = False,
 ) -> Starlette:
-    """The OpenAI routes for ``engine``.
+    """The OpenAI routes for ``engine``, or for each model of a :class:`ModelManager`
+    (requests name theirs in ``model``; ``POST /models/load`` and ``/models/unload`` too).
 
     Parameters:
 
@@ -94,11 +100,16 @@ def create_app(
     """
     access = access or AccessOptions()
     http = http or HTTPOptions()
-    if isinstance(served_model_name, str):
+    models = engine if isinstance(engine, ModelManager) else None
+    if models is not None:
+        names = models.names
+    elif isinstance(served_model_name, str):
         names = [served_model_name]
     else:
         names = list(served_model_name or []) or [engine.model_info.name]
     metrics = ServerMetrics(engine)
+    if models is not None:
+        metrics.registry.register(ModelsCollector(models))
     ctx = ServingContext(
         engine=engine,
         model_names=names,
@@ -108,6 +119,7 @@ def create_app(
         metrics=metrics,
         options=options or ServingOptions(),
         loras=ServedLoRAs(lora_modules, enable_lora_runtime_updates),
+        models=models,
     )
     load = ServerLoad()
     api = Routes(ctx, metrics, load, http.enable_server_load_tracking, http.sse_keepalive_s)
@@ -144,6 +156,9 @@ def create_app(
             Route("/v1/load_lora_adapter", api.load_lora_adapter, methods=["POST"]),
             Route("/v1/unload_lora_adapter", api.unload_lora_adapter, methods=["POST"]),
         ]
+    routes += OllamaRoutes(ctx).routes()
+    if models is not None:
+        routes += ModelRoutes(ctx, models).routes()
     if ui:
         routes += ui_routes()
     stack = [_as_middleware(item) for item in reversed(middleware)]
@@ -204,7 +219,7 @@ def _as_middleware(item: Middleware | Callable[..., Any]) -> Middleware:
 
 
 def _engine_lifespan(
-    engine: EngineProtocol,
+    engine: EngineProtocol | ModelManager,
 ) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
-from starlette.exceptions import HTTPException
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
@@ -41,14 +40,16 @@ from llmkit.serving import (
 )
 from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import OpenAIError, bad_request, from_validation_error
+from llmkit.serving.errors import OpenAIError
 from llmkit.serving.metrics import ServerMetrics
+from llmkit.serving.models import hold_model
 from llmkit.serving.stream import Emit
-from llmkit.transports.http_middleware import CLIENT_CLOSED, ServerLoad, request_id
+from llmkit.transports.http_answers import json_answer, parse_body
+from llmkit.transports.http_held import Answer, HeldResponse
+from llmkit.transports.http_middleware import ServerLoad, request_id
 from llmkit.transports.http_stream import EventStreamResponse, StreamStyle, run_until_disconnect
 from llmkit.transports.openapi import openapi_document
 
-M = TypeVar("M", bound=BaseModel)
 _OPENAI_STREAM = StreamStyle()
 # vLLM's, Jina's and Cohere's paths of one rerank endpoint.
 RERANK_PATHS = ("/rerank", "/v1/rerank", "/v2/rerank")
@@ -74,64 +75,106 @@ class Routes:
         # The paths that need no API key, for the document (None: no keys at all).
         self.open_paths: frozenset[str] | None = None
 
-    async def completions(self, request: Request) -> Response | EventStreamResponse:
-        req = await _parse(request, CompletionRequest)
+    async def completions(self, request: Request) -> Answer:
+        req = await parse_body(request, CompletionRequest)
         rid = f"cmpl-{request_id(request.scope)}"
-        job = await completions.prepare_completion(self.ctx, req, rid)
-        return await self._answer(
+        return await self._serve_job(
             request,
-            job.stream,
-            partial(completions.stream_completion, self.ctx, job),
-            partial(completions.create_completion, self.ctx, job),
+            req.model,
+            lambda ctx: completions.prepare_completion(ctx, req, rid),
+            completions.stream_completion,
+            completions.create_completion,
         )
 
-    async def chat_completions(self, request: Request) -> Response | EventStreamResponse:
-        req = await _parse(request, ChatCompletionRequest)
-        images = await media.chat_images(self.ctx, req.messages)
+    async def chat_completions(self, request: Request) -> Answer:
+        req = await parse_body(request, ChatCompletionRequest)
         rid = f"chatcmpl-{request_id(request.scope)}"
-        job = await chat.prepare_chat(self.ctx, req, rid, images)
-        return await self._answer(
-            request,
-            job.stream,
-            partial(chat.stream_chat, self.ctx, job),
-            partial(chat.create_chat, self.ctx, job),
+
+        async def prepare(ctx: ServingContext) -> chat.ChatJob:
+            return await chat.prepare_chat(
+                ctx, req, rid, await media.chat_images(ctx, req.messages)
+            )
+
+        return await self._serve_job(
+            request, req.model, prepare, chat.stream_chat, chat.create_chat
         )
 
-    async def messages(self, request: Request) -> Response | EventStreamResponse:
+    async def messages(self, request: Request) -> Answer:
         try:
-            req = await _parse(request, MessagesRequest)
+            req = await parse_body(request, MessagesRequest)
             rid = f"msg_{request_id(request.scope)}"
-            job = await anthropic.prepare_message(self.ctx, req, rid)
-            return await self._answer(
+            return await self._serve_job(
                 request,
-                job.stream,
-                partial(anthropic.stream_message, self.ctx, job),
-                partial(anthropic.create_message, self.ctx, job),
+                req.model,
+                lambda ctx: anthropic.prepare_message(ctx, req, rid),
+                anthropic.stream_message,
+                anthropic.create_message,
                 _ANTHROPIC_STREAM,
             )
         except OpenAIError as exc:
             return _anthropic_error(exc)
 
-    async def responses(self, request: Request) -> Response | EventStreamResponse:
-        req = await _parse(request, ResponsesRequest)
+    async def responses(self, request: Request) -> Answer:
+        req = await parse_body(request, ResponsesRequest)
         rid = f"resp_{request_id(request.scope)}"
-        job = await responses.prepare_response(self.ctx, req, rid)
-        return await self._answer(
+        return await self._serve_job(
             request,
-            req.stream,
-            partial(responses_stream.stream_response, self.ctx, job),
-            partial(responses.create_response, self.ctx, job),
+            req.model,
+            lambda ctx: responses.prepare_response(ctx, req, rid),
+            responses_stream.stream_response,
+            responses.create_response,
             _RESPONSES_STREAM,
+            streams=req.stream,
         )
+
+    async def _serve_job(
+        self,
+        request: Request,
+        model: str | None,
+        prepare: Callable[[ServingContext], Awaitable[Any]],
+        stream: Callable[[ServingContext, Any, Emit], Awaitable[None]],
+        create: Callable[[ServingContext, Any], Awaitable[BaseModel]],
+        style: StreamStyle = _OPENAI_STREAM,
+        streams: bool | None = None,
+    ) -> Answer:
+        """A generation endpoint: ``prepare`` a job for the model, then answer with the
+        events ``stream`` emits or the one answer ``create`` gives (``streams``: whether to
+        stream, default the job's own ``stream``)."""
+
+        async def answer(ctx: ServingContext) -> Answer:
+            job = await prepare(ctx)
+            return await self._answer(
+                request,
+                job.stream if streams is None else streams,
+                partial(stream, ctx, job),
+                partial(create, ctx, job),
+                style,
+            )
+
+        return await self._serve(model, answer)
+
+    async def _serve(
+        self, model: str | None, answer: Callable[[ServingContext], Awaitable[Answer]]
+    ) -> Answer:
+        """``answer(ctx)`` with the context of the model a request names: with several
+        models, that one loaded and held until its answer (streamed or not) has been sent."""
+        ctx, lease = await hold_model(self.ctx, model)
+        if lease is None:
+            return await answer(ctx)
+        try:
+            return HeldResponse(await answer(ctx), lease)
+        except BaseException:
+            lease.release()
+            raise
 
     async def response(self, request: Request) -> Response:
         """GET, DELETE or cancel one stored response."""
         rid = request.path_params["response_id"]
         if request.url.path.endswith("/cancel"):
-            return _json(responses.cancel_response(self.ctx, rid))
+            return json_answer(responses.cancel_response(self.ctx, rid))
         if request.method == "DELETE":
-            return _json(responses.delete_response(self.ctx, rid))
-        return _json(responses.retrieve_response(self.ctx, rid))
+            return json_answer(responses.delete_response(self.ctx, rid))
+        return json_answer(responses.retrieve_response(self.ctx, rid))
 
     async def _answer(
         self,
@@ -140,65 +183,85 @@ class Routes:
         produce: Callable[[Emit], Awaitable[None]],
         create: Callable[[], Awaitable[BaseModel]],
         style: StreamStyle = _OPENAI_STREAM,
-    ) -> Response | EventStreamResponse:
+    ) -> Answer:
         """The events ``produce`` emits, or with ``stream`` false the one answer ``create``
         gives; either stops when the client leaves."""
         if stream:
             return EventStreamResponse(
                 produce, keepalive_s=self._keepalive_s, closing=self.ctx.closing, style=style
             )
-        return _json(await run_until_disconnect(request.receive, create, self.ctx.closing))
+        return json_answer(await run_until_disconnect(request.receive, create, self.ctx.closing))
 
     async def count_tokens(self, request: Request) -> Response:
         try:
-            req = await _parse(request, CountTokensRequest)
-            return _json(await anthropic.count_tokens(self.ctx, req))
+            req = await parse_body(request, CountTokensRequest)
+            return json_answer(await anthropic.count_tokens(self.ctx, req))
         except OpenAIError as exc:
             return _anthropic_error(exc)
 
-    async def embeddings(self, request: Request) -> Response:
-        req = await _parse(request, EmbeddingRequest)
+    async def embeddings(self, request: Request) -> Answer:
+        req = await parse_body(request, EmbeddingRequest)
         rid = f"embd-{request_id(request.scope)}"
-        job = await embeddings.prepare_embedding(self.ctx, req, rid)
-        result = await run_until_disconnect(
-            request.receive, lambda: embeddings.create_embedding(self.ctx, job), self.ctx.closing
-        )
-        return _json(result)
 
-    async def score(self, request: Request) -> Response:
-        req = await _parse(request, ScoreRequest)
+        async def answer(ctx: ServingContext) -> Answer:
+            job = await embeddings.prepare_embedding(ctx, req, rid)
+            work = partial(embeddings.create_embedding, ctx, job)
+            return json_answer(await run_until_disconnect(request.receive, work, ctx.closing))
+
+        return await self._serve(req.model, answer)
+
+    async def score(self, request: Request) -> Answer:
+        req = await parse_body(request, ScoreRequest)
         rid = f"score-{request_id(request.scope)}"
-        work = partial(score.create_score, self.ctx, req, rid)
-        return _json(await run_until_disconnect(request.receive, work, self.ctx.closing))
 
-    async def rerank(self, request: Request) -> Response:
-        req = await _parse(request, RerankRequest)
+        async def answer(ctx: ServingContext) -> Answer:
+            work = partial(score.create_score, ctx, req, rid)
+            return json_answer(await run_until_disconnect(request.receive, work, ctx.closing))
+
+        return await self._serve(req.model, answer)
+
+    async def rerank(self, request: Request) -> Answer:
+        req = await parse_body(request, RerankRequest)
         rid = f"rerank-{request_id(request.scope)}"
-        work = partial(score.create_rerank, self.ctx, req, rid)
-        return _json(await run_until_disconnect(request.receive, work, self.ctx.closing))
+
+        async def answer(ctx: ServingContext) -> Answer:
+            work = partial(score.create_rerank, ctx, req, rid)
+            return json_answer(await run_until_disconnect(request.receive, work, ctx.closing))
+
+        return await self._serve(req.model, answer)
 
     async def models(self, request: Request) -> Response:
-        return _json(tokens.list_models(self.ctx))
+        return json_answer(tokens.list_models(self.ctx))
 
     async def model(self, request: Request) -> Response:
-        return _json(tokens.retrieve_model(self.ctx, request.path_params["model"]))
+        return json_answer(tokens.retrieve_model(self.ctx, request.path_params["model"]))
 
     async def load_lora_adapter(self, request: Request) -> Response:
-        req = await _parse(request, LoadLoRAAdapterRequest)
+        req = await parse_body(request, LoadLoRAAdapterRequest)
         loras = self.ctx.loras
         await loras.load(self.ctx.engine, req.lora_name, req.lora_path, self.ctx.model_names)
         return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
 
     async def unload_lora_adapter(self, request: Request) -> Response:
-        req = await _parse(request, UnloadLoRAAdapterRequest)
+        req = await parse_body(request, UnloadLoRAAdapterRequest)
         await self.ctx.loras.unload(self.ctx.engine, req.lora_name)
         return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
-    async def tokenize(self, request: Request) -> Response:
-        return _json(await tokens.tokenize(self.ctx, await _parse(request, TokenizeRequest)))
+    async def tokenize(self, request: Request) -> Answer:
+        req = await parse_body(request, TokenizeRequest)
 
-    async def detokenize(self, request: Request) -> Response:
-        return _json(tokens.detokenize(self.ctx, await _parse(request, DetokenizeRequest)))
+        async def answer(ctx: ServingContext) -> Answer:
+            return json_answer(await tokens.tokenize(ctx, req))
+
+        return await self._serve(req.model, answer)
+
+    async def detokenize(self, request: Request) -> Answer:
+        req = await parse_body(request, DetokenizeRequest)
+
+        async def answer(ctx: ServingContext) -> Answer:
+            return json_answer(tokens.detokenize(ctx, req))
+
+        return await self._serve(req.model, answer)
 
     async def livez(self, request: Request) -> Response:
         """The process answers; says nothing of the engine (that is /readyz)."""
@@ -217,7 +280,7 @@ class Routes:
         return Response(self._openapi[1], media_type="application/json")
 
     async def version(self, request: Request) -> Response:
-        return _json(VersionResponse(version=llmkit.__version__))
+        return json_answer(VersionResponse(version=llmkit.__version__))
 
     async def metrics(self, request: Request) -> Response:
         body, content_type = self._metrics.render()
@@ -227,58 +290,11 @@ class Routes:
         return JSONResponse({"server_load": self._load.in_flight if self._report_load else 0})
 
 
-async def _parse(request: Request, model: type[M]) -> M:
-    content_type = request.headers.get("content-type", "")
-    if content_type.split(";")[0].strip().lower() != "application/json":
-        raise bad_request(
-            f"the request body must be JSON with Content-Type: application/json, got "
-            f"{content_type or 'no Content-Type'}"
-        )
-    body = await request.body()
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        raise from_validation_error(exc) from None
-
-
-def _json(result: BaseModel | None, status: int = 200) -> Response:
-    if result is None:  # the client left: the server drops this, as nobody is there
-        return Response(status_code=CLIENT_CLOSED)
-    return Response(result.model_dump_json(), status_code=status, media_type="application/json")
-
-
 _ANTHROPIC_STREAM = StreamStyle(named=True, error=anthropic_error)
 _RESPONSES_STREAM = StreamStyle(named=True, error=responses_stream.stream_error)
 
 
 def _anthropic_error(exc: OpenAIError) -> Response:
-    response = _json(anthropic_error(exc), exc.status)
+    response = json_answer(anthropic_error(exc), exc.status)
     response.headers.update(exc.headers)
     return response
-
-
-async def _openai_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, OpenAIError)
-    response = _json(exc.body(), exc.status)
-    response.headers.update(exc.headers)
-    return response
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    response = _json(OpenAIError(exc.status_code, str(exc.detail)).body(), exc.status_code)
-    response.headers.update(exc.headers or {})  # a 405's Allow
-    return response
-
-
-async def _internal_error(request: Request, exc: Exception) -> Response:
-    # Starlette re-raises after this answer, so the server logs the traceback.
-    return _json(OpenAIError(500, f"internal error: {type(exc).__name__}").body(), 500)
-
-
-# Starlette's exception handlers: every error leaves in OpenAI's shape.
-ERROR_HANDLERS: dict[Any, Any] = {
-    OpenAIError: _openai_error,
-    HTTPException: _http_error,
-    Exception: _internal_error,
-}

@@ -35,6 +35,7 @@ _SSE_HEADERS = [
     # Proxies such as nginx would otherwise buffer the stream.
     (b"x-accel-buffering", b"no"),
 ]
+_NDJSON_HEADERS = [(b"content-type", b"application/x-ndjson"), (b"cache-control", b"no-cache")]
 _DONE = b"data: [DONE]\n\n"
 _KEEPALIVE = b": keep-alive\n\n"
 
@@ -81,6 +82,8 @@ class StreamStyle:
 
     named: bool = False
     error: Callable[[OpenAIError], BaseModel] = OpenAIError.body
+    # Ollama's: one JSON object a line (application/x-ndjson), no comments, no [DONE].
+    ndjson: bool = False
 
 
 class EventStreamResponse:
@@ -105,7 +108,7 @@ class EventStreamResponse:
         self._style = style
         self._keepalive_s = keepalive_s
         self._closing = closing
-        self._headers = _SSE_HEADERS + [
+        self._headers = (_NDJSON_HEADERS if style.ndjson else _SSE_HEADERS) + [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()
         ]
 
@@ -119,6 +122,9 @@ class EventStreamResponse:
             await send({"type": "http.response.body", "body": body, "more_body": True})
 
         async def emit(chunk: BaseModel) -> None:
+            if self._style.ndjson:
+                await send_body(chunk.model_dump_json(exclude_none=True).encode() + b"\n")
+                return
             event = f"event: {getattr(chunk, 'type', 'error')}\n" if self._style.named else ""
             await send_body(event.encode() + b"data: " + chunk.model_dump_json().encode() + b"\n\n")
 
@@ -134,7 +140,7 @@ class EventStreamResponse:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-            if self._keepalive_s:
+            if self._keepalive_s and not self._style.ndjson:
                 tg.start_soon(keep_alive, self._keepalive_s)
             # The client went away (ASGI 2.4 servers raise on send): nobody to tell.
             with contextlib.suppress(OSError):
@@ -142,7 +148,7 @@ class EventStreamResponse:
                 keepalive_scope.cancel()
                 if error is not None:
                     await emit(self._style.error(error))
-                if not self._style.named:
+                if not (self._style.named or self._style.ndjson):
                     await send({"type": "http.response.body", "body": _DONE, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()

@@ -24,6 +24,7 @@ from llmkit.protocol.anthropic import (
     MessagesRequest,
     MessagesResponse,
 )
+from llmkit.protocol.ollama import ErrorBody
 from llmkit.protocol.openai import (
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -55,10 +56,9 @@ from llmkit.protocol.openai.responses import (
     ResponsesRequest,
 )
 from llmkit.serving.context import ServingContext
-from llmkit.transports.openapi_anthropic import fit_anthropic_requests
-from llmkit.transports.openapi_requests import ServedModel, fit_requests
-from llmkit.transports.openapi_responses import fit_responses_request
-from llmkit.transports.openapi_score import fit_score_requests
+from llmkit.transports.endpoints import operations, schema_models
+from llmkit.transports.ollama.endpoints import OLLAMA_ENDPOINTS, OLLAMA_ERRORS
+from llmkit.transports.openapi_fit import fit_schemas
 
 _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -92,6 +92,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (MessagesResponse, "serialization"),
     (CountTokensResponse, "serialization"),
     (AnthropicErrorResponse, "serialization"),
+    (ErrorBody, "serialization"),
+    *schema_models(OLLAMA_ENDPOINTS),
 ]
 # The errors a route can answer, and what each means.
 _ERRORS = {
@@ -113,28 +115,22 @@ def openapi_document(
     """The OpenAPI 3.1 document of ``create_app``'s routes for the served model's names
     (any other name is a 404) and limits; ``open_paths``: the paths that need no API key
     (None: the server takes no keys)."""
-    info = ctx.engine.model_info
+    # Several models: no one model's limits fit every request, and every route is served.
+    info = None if ctx.models is not None else ctx.engine.model_info
     refs, top = models_json_schema(_MODELS, ref_template=_REF)
     schemas: dict[str, Any] = top.get("$defs", {})
     for schema in schemas.values():
         if schema.get("title", "").endswith("Request") and "model" in schema["properties"]:
-            schema["properties"]["model"] = {
-                "anyOf": [{"enum": names}, {"type": "null"}],
-                "default": None,
-            }
-    served = ServedModel(
-        max_model_len=info.max_model_len,
-        max_logprobs=info.max_logprobs,
-        vocab_size=info.vocab_size,
-        hidden_size=info.hidden_size,
-        supports_images=info.supports_images,
-        has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
-        auto_tool_choice=ctx.options.enable_auto_tool_choice,
-    )
-    fit_requests(schemas, served)
-    fit_anthropic_requests(schemas, served)
-    fit_score_requests(schemas, served)
-    fit_responses_request(schemas, served)
+            # Ollama's requests must name their model; OpenAI's default to the first.
+            if "model" in schema.get("required", ()):
+                schema["properties"]["model"] = {"enum": names}
+            else:
+                schema["properties"]["model"] = {
+                    "anyOf": [{"enum": names}, {"type": "null"}],
+                    "default": None,
+                }
+    if info is not None:
+        fit_schemas(schemas, ctx, info)
 
     def ref(model: type[BaseModel], mode: JsonSchemaMode = "serialization") -> dict[str, Any]:
         return dict(refs[(model, mode)])
@@ -199,7 +195,7 @@ def openapi_document(
     text = {"text/plain": {"schema": {"type": "string"}}}
     load = {"type": "object", "properties": {"server_load": {"type": "integer"}}}
     paths: dict[str, Any] = {}
-    if info.supports_generate:
+    if info is None or info.supports_generate:
         paths["/v1/completions"] = streaming_route(
             "/v1/completions",
             "Complete a prompt.",
@@ -252,7 +248,7 @@ def openapi_document(
             "Each event's JSON after its `event: <type>` line: message_start, ping, "
             "content_block_start/_delta/_stop, message_delta, message_stop (or error)."
         )
-    if info.supports_embed:
+    if info is None or info.supports_embed:
         paths["/v1/embeddings"] = model_route(
             "/v1/embeddings", "Embed inputs.", EmbeddingRequest, EmbeddingResponse
         )
@@ -292,6 +288,14 @@ def openapi_document(
                 "responses": {"200": {"description": "OK", "content": json_of({})}},
             }
         },
+        **operations(
+            [e for e in OLLAMA_ENDPOINTS if info is None or e.task in (None, info.task)],
+            ref,
+            OLLAMA_ERRORS,
+            ref(ErrorBody),
+            # The key check answers before any route, in OpenAI's shape.
+            {"description": _ERRORS["401"], "content": error} if open_paths is not None else None,
+        ),
         "/health": probe("Ready (vLLM's name for /readyz)."),
         "/livez": probe("The process answers."),
         "/readyz": probe("The model is loaded, the engine healthy, the server not draining."),

@@ -26,6 +26,7 @@ import msgpack
 from pydantic import BaseModel, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from llmkit.models import Lease
 from llmkit.protocol.messages import Message, ProtocolError
 from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
 from llmkit.protocol.openai.responses import ResponsesRequest
@@ -45,6 +46,7 @@ from llmkit.serving.chat import ChatJob
 from llmkit.serving.completions import CompletionJob
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, from_engine_error, from_validation_error
+from llmkit.serving.models import hold_model
 from llmkit.serving.responses import ResponsesJob
 from llmkit.serving.shutdown import shutting_down
 from llmkit.serving.stream import Emit
@@ -115,6 +117,8 @@ class Codec:
 @dataclass
 class _Request:
     job: ChatJob | CompletionJob | ResponsesJob
+    ctx: ServingContext  # of the model it names, held by ``lease`` among several
+    lease: Lease | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     stopped: bool = False  # by the server's shutdown, not by the client
 
@@ -220,31 +224,41 @@ class Connection:
 
     async def _start(self, message: Create) -> _Request:
         """The request checked and started, as its HTTP route would with ``stream: true``."""
-        ctx, body = self._ctx, {**message.body, "stream": True}
+        body = {**message.body, "stream": True}
+        req: ChatCompletionRequest | ResponsesRequest | CompletionRequest
         try:
             if message.kind == "chat.completions.create":
                 req = ChatCompletionRequest.model_validate(body)
-                images = await media.chat_images(ctx, req.messages)
-                job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}", images)
-                return _Request(job)
-            if message.kind == "responses.create":
-                rreq = ResponsesRequest.model_validate(body)
-                rid = f"resp_{uuid.uuid4().hex}"
-                return _Request(await responses.prepare_response(ctx, rreq, rid))
-            creq = CompletionRequest.model_validate(body)
-            return _Request(
-                await completions.prepare_completion(ctx, creq, f"cmpl-{uuid.uuid4().hex}")
-            )
+            elif message.kind == "responses.create":
+                req = ResponsesRequest.model_validate(body)
+            else:
+                req = CompletionRequest.model_validate(body)
         except ValidationError as exc:
             raise from_validation_error(exc) from None
+        ctx, lease = await hold_model(self._ctx, req.model)
+        job: ChatJob | CompletionJob | ResponsesJob
+        try:
+            if isinstance(req, ChatCompletionRequest):
+                images = await media.chat_images(ctx, req.messages)
+                job = await chat.prepare_chat(ctx, req, f"chatcmpl-{uuid.uuid4().hex}", images)
+            elif isinstance(req, ResponsesRequest):
+                job = await responses.prepare_response(ctx, req, f"resp_{uuid.uuid4().hex}")
+            else:
+                job = await completions.prepare_completion(ctx, req, f"cmpl-{uuid.uuid4().hex}")
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        return _Request(job, ctx, lease)
 
-    async def _produce(self, job: ChatJob | CompletionJob | ResponsesJob, emit: Emit) -> None:
+    async def _produce(self, request: _Request, emit: Emit) -> None:
+        job, ctx = request.job, request.ctx
         if isinstance(job, ResponsesJob):
-            await responses_stream.stream_response(self._ctx, job, emit)
+            await responses_stream.stream_response(ctx, job, emit)
         elif isinstance(job, ChatJob):
-            await chat.stream_chat(self._ctx, job, emit)
+            await chat.stream_chat(ctx, job, emit)
         else:
-            await completions.stream_completion(self._ctx, job, emit)
+            await completions.stream_completion(ctx, job, emit)
 
     async def _run(self, rid: str, request: _Request) -> None:
         # Counted here, where the count surely drops again (a task may be cancelled unstarted).
@@ -255,6 +269,8 @@ class Connection:
             await self._send(self._codec.encode(done_message(rid, status)))
         finally:
             self._load.in_flight -= 1
+            if request.lease is not None:
+                request.lease.release()
 
     async def _stream(self, rid: str, request: _Request) -> DoneStatus:
         """Stream the request's chunks, and an error if it fails; how it ended."""
@@ -265,7 +281,7 @@ class Connection:
 
         with request.scope:
             try:
-                await self._produce(request.job, emit)
+                await self._produce(request, emit)
             except OpenAIError as exc:
                 status = "failed"
                 await self._send_error(rid, exc)

@@ -144,7 +144,7 @@ def available_memory() -> int | None:
 def _plan(
     table: TensorTable, formats: dict[str, WeightFormat], with_embedding: bool
 ) -> NativeWeights:
-    plan, store = NativeWeights(), PackedStore(table.folder)
+    plan, store = NativeWeights(), PackedStore(table.folder, table.file)
     layers = {int(n.split(".")[1]) for n in table.tensors if n.startswith("blk.")}
     for layer in sorted(layers):
         for module, parts in _LINEARS.items():

@@ -49,6 +49,7 @@ Integer = Annotated[int, BeforeValidator(_integral)]
 # Integers in the 64-bit range; bigger ones are refused at parse, naming the field.
 # (The bounds come before the validator, or the JSON schema would not state them.)
 Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX), BeforeValidator(_integral)]
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX), BeforeValidator(_integral)]
 NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integral)]
 PositiveInt = Annotated[int, Field(ge=1, le=INT64_MAX), BeforeValidator(_integral)]
 # A JSON object whose values are free-form JSON (a template's kwargs, a JSON schema).
@@ -179,7 +180,7 @@ class SamplingFields(RequestBody):
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX), BeforeValidator(_integral)] | None = None
+    seed: Seed | None = None
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None

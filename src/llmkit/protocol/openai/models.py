@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny
 
 from llmkit.protocol.openai.chat import ChatMessage, TemplateKwargs
 from llmkit.protocol.openai.common import Int64, JsonObject, RequestBody, WireModel, now_seconds
@@ -23,9 +23,21 @@ class ModelCard(BaseModel):
     input_modalities: list[Literal["text", "image"]] = ["text"]
 
 
+class ManagedModelCard(ModelCard):
+    """A model of a server of several (``llmkit serve --model NAME=PATH ...``), with its state:
+    llama-server's router lists these; ``expires_at`` in Unix seconds, while loaded and idle."""
+
+    state: Literal["unloaded", "loading", "loaded", "unloading"]
+    expires_at: float | None = None
+    resident_bytes: int  # estimated before loading; what the memory budget counts
+    pinned: bool = False
+    error: str | None = None  # why its last load failed
+
+
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
-    data: list[ModelCard]
+    # A card of either kind, serialized with its own fields.
+    data: list[SerializeAsAny[ModelCard]]
 
 
 class TokenizeRequest(RequestBody):

@@ -1,0 +1,61 @@
+"""A manager's named models as the endpoints see them: one held per request, listed with state."""
+
+from __future__ import annotations
+
+import time
+
+from llmkit.errors import EngineOverloadedError
+from llmkit.models import Lease, ModelLoadError, ModelStatus
+from llmkit.protocol.openai import ManagedModelCard
+from llmkit.serving.context import ServingContext
+from llmkit.serving.errors import OpenAIError, bad_request
+
+
+def not_found(name: str) -> OpenAIError:
+    return OpenAIError(404, f"The model `{name}` does not exist.", "model", "model_not_found")
+
+
+async def hold_model(
+    ctx: ServingContext, requested: str | None, keep_alive: str | float | None = None
+) -> tuple[ServingContext, Lease | None]:
+    """The context to serve one request with: for a manager, ``requested`` (default: the
+    first model) loaded and held, which the caller releases; else ``ctx`` itself.
+
+    A model that cannot load is a 500 naming it and why; too many requests waiting for a
+    load, a 503 with a retry hint; a bad ``keep_alive``, a 400."""
+    models = ctx.models
+    if models is None:
+        return ctx, None
+    name = requested or ctx.model_name
+    if name not in models.names:
+        raise not_found(name)
+    ctx.check_accepting()
+    try:
+        lease = await models.acquire(name, keep_alive)
+    except ModelLoadError as exc:
+        raise OpenAIError(500, str(exc), "model", "model_load_failed") from None
+    except EngineOverloadedError as exc:
+        raise ctx.engine_error(exc) from None
+    except ValueError as exc:
+        raise bad_request(str(exc), "keep_alive") from None
+    return ctx.bound(lease.engine, name), lease
+
+
+def model_card(status: ModelStatus, ctx: ServingContext) -> ManagedModelCard:
+    """One managed model with its state; ``expires_at`` in Unix seconds (None: never, or
+    not loaded)."""
+    assert ctx.models is not None
+    engine = ctx.models.loaded_engine(status.name)
+    info = engine.model_info if engine is not None else None
+    expires = None if status.expires_in_s is None else time.time() + status.expires_in_s
+    return ManagedModelCard(
+        id=status.name,
+        root=status.model,
+        max_model_len=info.max_model_len if info else None,
+        input_modalities=["text", "image"] if info and info.supports_images else ["text"],
+        state=status.state,
+        expires_at=expires,
+        resident_bytes=status.resident_bytes,
+        pinned=status.pinned,
+        error=status.error,
+    )
