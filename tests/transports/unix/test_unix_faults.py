@@ -10,6 +10,7 @@ import stat
 
 import anyio
 import pytest
+from anyio.abc import SocketAttribute
 from unix_helpers import settled
 
 from llmkit.remote.unix_data import params_to_wire
@@ -60,6 +61,24 @@ async def test_garbage_frame_closes_only_that_connection(raw):
     assert await conn.closed_by_peer()
     await assert_serves(bystander)
     await assert_serves(await raw())
+
+
+async def test_peers_that_vanish_mid_stream_end_their_connections_without_a_stray_callback(
+    raw, engine
+):
+    """The server's write fails as its read sees EOF: neither wait is cancelled under the
+    other (anyio's test runner raises what an event-loop callback raised: InvalidStateError)."""
+    for _ in range(30):  # each round meets the race about once in twenty, before the fix
+        conns = [await raw() for _ in range(6)]
+        for conn in conns:
+            await conn.send(generate("a", params=LONG))
+            await conn.send(generate("b", params=LONG))
+        for conn in conns:
+            await conn.receive()
+        await anyio.sleep(0.02)  # the server streams meanwhile: its writer wakes often
+        for conn in conns:  # at once, mid-stream, without a goodbye
+            conn.stream.extra(SocketAttribute.raw_socket).close()
+    await settled(engine, timeout=10)
 
 
 async def test_oversize_frame_is_refused_at_its_header(raw):
