@@ -44,6 +44,7 @@ from llmkit.protocol.messages import (
     matches,
     request_id_of,
 )
+from llmkit.protocol.text import unencodable_message, unencodable_path
 from llmkit.remote.unix_data import (
     Params,
     lora_from_wire,
@@ -107,6 +108,8 @@ def parse_client_message(obj: object) -> ClientMessage:
     if kind in ("generate", "encode"):
         rid = request_id_of(obj)
         try:
+            if (bad := unencodable_path(obj)) is not None:
+                raise ProtocolError(unencodable_message(bad), bad or None, "invalid_text")
             return Submit(
                 kind=kind,
                 id=rid,

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 import socket
 import stat
 
 import anyio
+import msgpack
 import pytest
 from anyio.abc import SocketAttribute
-from unix_helpers import settled
+from anyio.from_thread import start_blocking_portal
+from hostile_values import HOSTILE_SETTINGS, values
+from hypothesis import example, given
+from hypothesis import strategies as st
+from unix_helpers import RawConnection, settled
 
 from llmkit.remote.unix_data import params_to_wire
-from llmkit.remote.unix_protocol import PROTOCOL_VERSION
+from llmkit.remote.unix_protocol import PROTOCOL_VERSION, hello_request
 from llmkit.remote.unix_server import serve_unix
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 
@@ -349,3 +355,67 @@ async def test_any_value_in_any_field_is_answered_and_the_connection_serves_on(r
             await assert_serves(conn, f"n{case}")
     stats = await settled(engine, timeout=5)
     assert stats.num_waiting == 0 and stats.num_queued == 0
+
+
+def hostile_frame(message: object) -> bytes:
+    """A frame as a careless client packs it: lone surrogates become invalid UTF-8."""
+    payload = msgpack.packb(message, use_bin_type=True, unicode_errors="surrogatepass")
+    return len(payload).to_bytes(4, "big") + payload
+
+
+@pytest.mark.parametrize(
+    ("message", "rid", "param"),
+    [
+        (generate("s", prompt="\ud800"), "s", "prompt"),
+        (generate("s", params={**SHORT, "stop": ["ok", "\udfff"]}), "s", "params.stop[1]"),
+        (generate("s", params={**SHORT, "\ud83d": 1}), "s", "params"),
+        (generate("\ud800"), None, "id"),
+        ({"type": "abort", "id": "\udc80"}, None, "id"),
+    ],
+)
+async def test_invalid_utf8_fails_its_request_unquoted_and_the_connection_stays(
+    raw, message, rid, param
+):
+    conn = await raw()
+    await conn.stream.send(hostile_frame(message))
+    error = await conn.receive()
+    assert (error["type"], error["id"], error["error"]["param"]) == ("error", rid, param)
+    assert error["error"]["code"] == "invalid_text"
+    await assert_serves(conn)
+
+
+def test_hostile_values_in_any_field_fail_that_request_and_the_connection_serves_on(
+    engine, tmp_path
+):
+    """Property (hypothesis): any value in any field (invalid UTF-8, NaN, 64-bit extremes,
+    bytes, nesting) is answered with an error or outputs to the end, and a normal request on
+    the same connection after it completes."""
+    path = tmp_path / "hostile.sock"
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(serve_unix(engine, path)),
+    ):
+        conn = RawConnection(portal.call(anyio.connect_unix, path))
+        portal.call(conn.send, hello_request())
+        assert portal.call(conn.receive)["type"] == "hello"
+
+        @HOSTILE_SETTINGS
+        @given(
+            params=st.dictionaries(
+                st.sampled_from(PARAM_FIELDS), values(64, binary=True), max_size=3
+            ),
+            top=st.dictionaries(
+                st.sampled_from(["prompt", "priority", "lora"]), values(64, binary=True), max_size=1
+            ),
+        )
+        @example(params={}, top={"prompt": "\ud800"})
+        @example(params={"temperature": math.nan, "stop": ["\udc80"]}, top={})
+        def case(params: dict, top: dict) -> None:
+            message = {**generate("h", params={**SHORT, **params}), **top}
+            portal.call(conn.stream.send, hostile_frame(message))
+            answer = portal.call(conn.final, "h")
+            assert answer["type"] in ("final", "error"), (message, answer)
+            portal.call(assert_serves, conn)
+
+        case()
+        portal.call(conn.stream.aclose)
