@@ -18,6 +18,7 @@ from smg_grpc_proto import vllm_engine_pb2 as pb
 from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
 from smg_grpc_proto.generated import common_pb2
 
+from deadlines import Deadline, scaled
 from llmkit import AsyncEngine, EngineConfig, SamplingParams
 from llmkit.grpc import serve_grpc
 
@@ -53,7 +54,7 @@ def request(ids=PROMPT, stream=False, request_id="r", **params) -> pb.GenerateRe
 async def settled(engine, timeout=1.0):
     """Waits until nothing runs and every KV block is free."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + scaled(timeout)
     while True:
         s = engine.stats()
         if s.num_running == 0 and s.num_waiting == 0 and s.kv_blocks_free == s.kv_blocks_total:
@@ -298,11 +299,11 @@ async def test_overload_is_unavailable_and_the_standard_health_service_answers(t
         long = {"stream": True, "max_tokens": 240, "ignore_eos": True}
         calls = [stub.Generate(request(request_id=f"q{i}", **long)) for i in range(2)]
         await calls[0].read()
-        for _ in range(500):  # the second one queues behind the first
-            if engine.stats().num_queued:
-                break
+        deadline = Deadline(5, "the second request to queue behind the first")
+        while engine.stats().num_queued != 1:
+            if deadline.passed():
+                raise deadline.error(str(engine.stats()))
             await asyncio.sleep(0.01)
-        assert engine.stats().num_queued == 1
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             [r async for r in stub.Generate(request(max_tokens=2))]
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -23,6 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as connect_sync
 
+from deadlines import scaled
 from llmkit.transports.websocket_client import WebSocketClient, WebSocketError
 
 pytestmark = pytest.mark.anyio
@@ -358,10 +359,10 @@ async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_connection_serv
 ):
     for seed in (2**64, -(2**63) - 1):
         with pytest.raises(WebSocketError) as failed:
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await collect_chat(client.chat(**chat_body(0), seed=seed))
         assert failed.value.param == "seed"
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             assert await collect_chat(client.chat(**chat_body(1)))
     assert await gauge(ws_server, "llmkit:num_requests_waiting") >= 0
 

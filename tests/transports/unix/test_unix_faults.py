@@ -19,6 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from unix_helpers import RawConnection, settled
 
+from deadlines import scaled
 from llmkit.remote.unix_data import params_to_wire
 from llmkit.remote.unix_protocol import PROTOCOL_VERSION, hello_request
 from llmkit.remote.unix_server import serve_unix
@@ -230,7 +231,7 @@ async def test_a_reader_that_stalls_gets_coalesced_outputs_not_a_queue(raw, engi
     before = engine.stats().generated_tokens
     for rid in ("a", "b"):
         await conn.send(generate(rid, "Hi", params))
-    with anyio.fail_after(60):  # not reading until both have finished in the engine
+    with anyio.fail_after(scaled(60)):  # not reading until both have finished in the engine
         while engine.stats().generated_tokens < before + 1000 or engine.stats().num_running:
             await anyio.sleep(0.05)
     tokens = {"a": 0, "b": 0}
@@ -252,7 +253,7 @@ async def test_a_client_that_disconnects_aborts_all_its_requests(raw, engine):
     while len(seen) < 8:
         seen.add((await conn.receive())["id"])
     # The stats snapshot is published after the step: it may lag the outputs a moment.
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         while engine.stats().num_running != 8:
             await anyio.sleep(0.01)
     await conn.stream.aclose()
@@ -294,7 +295,7 @@ async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_abort_after_it_
 ):
     conn = await raw()
     await conn.send(generate("bad", params={**SHORT, "seed": seed, "temperature": 1.0}))
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         answer = await conn.receive()
     if seed == -(2**63):  # msgpack's most negative int, and a valid seed: it serves
         assert answer["type"] == "output"
@@ -303,7 +304,7 @@ async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_abort_after_it_
         assert answer["type"] == "error" and answer["error"]["param"] == "params.seed"
     await conn.send({"type": "abort", "id": "bad"})
     await conn.receive()  # unknown_request: it ended, or never started
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         await assert_serves(conn)
     stats = await settled(engine)
     assert stats.num_waiting == 0 and stats.num_queued == 0
@@ -348,10 +349,10 @@ async def test_any_value_in_any_field_is_answered_and_the_connection_serves_on(r
         if rng.random() < 0.3:
             message[rng.choice(["prompt", "priority", "lora", "params"])] = rng.choice(HOSTILE)
         await conn.send(message)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             answer = await conn.final(f"h{case}")
         assert answer["type"] in ("final", "error"), (message, answer)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await assert_serves(conn, f"n{case}")
     stats = await settled(engine, timeout=5)
     assert stats.num_waiting == 0 and stats.num_queued == 0
