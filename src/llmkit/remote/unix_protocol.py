@@ -22,7 +22,8 @@ LoRA adapter, ``[name, id, path]``, as ``LoRARequest`` has them. Outputs are the
 own (deltas when the client asks for ``output_kind`` DELTA); the first output of a request
 carries its prompt, the others leave it out. Embeddings travel as little-endian float32
 bytes (see :mod:`llmkit.remote.unix_data`). An ``error`` answers a message that
-cannot be served, naming the field at fault.
+cannot be served, naming the field at fault; a string that is not valid UTF-8 is one
+(code ``invalid_text``), answered without quoting it.
 """
 
 from __future__ import annotations
