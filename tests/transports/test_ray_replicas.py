@@ -74,9 +74,15 @@ def long_stream(client):
 
 
 def running_replica():
-    """The one replica that runs a request."""
-    running = [a for a in replicas().values() if ray.get(a.stats.remote()).num_running]
-    assert len(running) == 1
+    """The one replica that runs a request (its stats are published after its step: they
+    may lag the first chunk a moment)."""
+    deadline = Deadline(5, "one replica to report the request running")
+    while (
+        len(running := [a for a in replicas().values() if ray.get(a.stats.remote()).num_running])
+        != 1
+    ):
+        assert not deadline.passed(), deadline.error(f"{len(running)} replicas report one")
+        time.sleep(0.05)
     return running[0]
 
 
