@@ -51,6 +51,9 @@ def test_finished_beams_rank_by_vllms_length_penalty(llm):
     assert beam_score([1, 2, 3, 4], -2.0, eos, 1.0) == -0.5
     assert beam_score([1, 2, 3, eos], -2.0, eos, 1.0) == pytest.approx(-2 / 3)
     assert beam_score([1, 2, 3, 4], -2.0, eos, 0.0) == -2.0
+    # A penalty whose power leaves float's range (schemathesis sent -1.78e16): its limit.
+    assert beam_score([1, 2, 3, 4], -2.0, eos, -1.78e16) == float("-inf")
+    assert beam_score([1, 2, 3, 4], -2.0, eos, 1e16) == 0.0
     params = BeamSearchParams(beam_width=3, max_tokens=5, length_penalty=0.5)
     out = llm.beam_search(["Hello world", "Hi"], params)
     for result in out:

@@ -22,6 +22,8 @@ import httpx
 import openai
 import pytest
 
+from deadlines import Deadline
+
 API_KEY = "test-key"
 MODEL = "tiny"
 MAX_MODEL_LEN = 256
@@ -46,8 +48,9 @@ def wait_healthy(
     timeout: float = 90.0,
     verify: ssl.SSLContext | bool = True,
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Until ``url`` answers 200: ``timeout`` seconds on a quiet machine, more on a busy one."""
+    deadline = Deadline(timeout, f"{url} to answer 200")
+    while not deadline.passed():
         if proc.poll() is not None:
             raise RuntimeError(f"server exited early with {proc.returncode}")
         try:
@@ -56,7 +59,7 @@ def wait_healthy(
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer in {timeout} s")
+    raise deadline.error()
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -127,8 +130,8 @@ def start_engine(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout, f"an engine to accept connections on {path}")
+    while not deadline.passed():
         if proc.poll() is not None:
             raise RuntimeError(
                 f"the engine exited early with {proc.returncode}:\n{log.read_text()}"
@@ -138,7 +141,7 @@ def start_engine(
                 return proc
         time.sleep(0.1)
     stop(proc)
-    raise TimeoutError(f"no engine on {path} after {timeout} s:\n{log.read_text()}")
+    raise deadline.error(log.read_text())
 
 
 ENGINE_FLAGS = ("--max-model-len", str(MAX_MODEL_LEN), "--max-logprobs", str(MAX_LOGPROBS))

@@ -229,8 +229,9 @@ def _messages(body: dict[str, Any]) -> None:
             tool["input_schema"] = _VALID["json"]
     count = _message_tokens(body)
     if count is None or count >= _context():
+        # Too long to fit: one empty message, and no system prompt or tools beside it.
         body["messages"] = [{"role": "user", "content": ""}]
-        body["tools"] = body["tool_choice"] = None
+        body["system"] = body["tools"] = body["tool_choice"] = None
         count = _message_tokens(body) or 1
     if "max_tokens" in body:
         body["max_tokens"] = min(body["max_tokens"], _context() - count)

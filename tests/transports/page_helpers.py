@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from deadlines import Deadline
+
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
 except ImportError:  # chromium() says what is missing
@@ -146,8 +148,8 @@ def serve_on_port(port: int, log: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "llmkit.cli", "serve", "demo", "--port", str(port)]
     with log.open("a") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while proc.poll() is None and time.monotonic() < deadline:
+    deadline = Deadline(90, f"the server to come back on port {port}")
+    while proc.poll() is None and not deadline.passed():
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                 return proc
@@ -155,4 +157,4 @@ def serve_on_port(port: int, log: Path) -> subprocess.Popen:
             pass
         time.sleep(0.1)
     proc.kill()
-    raise RuntimeError(f"the server did not come back on port {port}; see {log}")
+    raise RuntimeError(f"{deadline.error()}; see {log}")

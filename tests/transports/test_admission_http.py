@@ -11,6 +11,8 @@ import httpx
 import pytest
 from serve_helpers import metric
 
+from deadlines import Deadline
+
 pytestmark = pytest.mark.anyio
 
 SEQS, QUEUED = 4, 8
@@ -132,7 +134,11 @@ async def test_a_stream_waiting_in_the_queue_gets_keep_alive_comments(burst_serv
 async def test_only_requests_that_waited_past_max_queue_wait_fail(wait_server):
     async with httpx.AsyncClient(base_url=wait_server.url, timeout=60) as http:
         running = asyncio.create_task(http.post("/v1/completions", json=_body("long", 480)))
-        await asyncio.sleep(0.1)
+        deadline = Deadline(10, "the long request to run")
+        while metric((await http.get("/metrics")).text, "llmkit:num_requests_running") < 1:
+            if deadline.passed():
+                raise deadline.error()
+            await asyncio.sleep(0.01)
         stuck = await http.post("/v1/completions", json=_body("stuck", 4))
         assert stuck.status_code == 503
         assert stuck.json()["error"]["code"] == "overloaded"

@@ -14,6 +14,8 @@ import pytest
 from smg_grpc_proto import vllm_engine_pb2 as pb
 from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
 
+from deadlines import scaled
+
 
 def test_sigterm_drains_the_grpc_worker(process_tools, tmp_path):
     port = process_tools.free_port()
@@ -26,7 +28,7 @@ def test_sigterm_drains_the_grpc_worker(process_tools, tmp_path):
         )
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            grpc.channel_ready_future(channel).result(timeout=90)
+            grpc.channel_ready_future(channel).result(timeout=scaled(90))
             stub = pb_grpc.VllmEngineStub(channel)
             with pytest.raises(grpc.RpcError) as caught:
                 stub.HealthCheck(pb.HealthCheckRequest())

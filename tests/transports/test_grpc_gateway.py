@@ -23,6 +23,8 @@ import pytest
 from smg_grpc_proto import vllm_engine_pb2 as pb
 from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
 
+from deadlines import scaled
+
 pytestmark = pytest.mark.skipif(shutil.which("smg") is None, reason="smg is not installed")
 OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1"}
 DEMO = ("--max-model-len", "256", "--log-level", "warning")
@@ -35,7 +37,7 @@ def grpc_worker(tools, log: Path, port: int) -> subprocess.Popen:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=OFFLINE)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         try:
-            grpc.channel_ready_future(channel).result(timeout=90)
+            grpc.channel_ready_future(channel).result(timeout=scaled(90))
         except grpc.FutureTimeoutError:
             tools.stop(proc)
             raise RuntimeError(f"no gRPC worker on {port}:\n{log.read_text()}") from None

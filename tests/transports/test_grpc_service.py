@@ -5,14 +5,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import math
 import zipfile
 
 import grpc
 import pytest
+from anyio.from_thread import start_blocking_portal
+from hostile_values import HOSTILE_SETTINGS
+from hypothesis import example, given
+from hypothesis import strategies as st
 from smg_grpc_proto import vllm_engine_pb2 as pb
 from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
 from smg_grpc_proto.generated import common_pb2
 
+from deadlines import Deadline, scaled
 from llmkit import AsyncEngine, EngineConfig, SamplingParams
 from llmkit.grpc import serve_grpc
 
@@ -48,7 +54,7 @@ def request(ids=PROMPT, stream=False, request_id="r", **params) -> pb.GenerateRe
 async def settled(engine, timeout=1.0):
     """Waits until nothing runs and every KV block is free."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + scaled(timeout)
     while True:
         s = engine.stats()
         if s.num_running == 0 and s.num_waiting == 0 and s.kv_blocks_free == s.kv_blocks_total:
@@ -293,14 +299,114 @@ async def test_overload_is_unavailable_and_the_standard_health_service_answers(t
         long = {"stream": True, "max_tokens": 240, "ignore_eos": True}
         calls = [stub.Generate(request(request_id=f"q{i}", **long)) for i in range(2)]
         await calls[0].read()
-        for _ in range(500):  # the second one queues behind the first
-            if engine.stats().num_queued:
-                break
+        deadline = Deadline(5, "the second request to queue behind the first")
+        while engine.stats().num_queued != 1:
+            if deadline.passed():
+                raise deadline.error(str(engine.stats()))
             await asyncio.sleep(0.01)
-        assert engine.stats().num_queued == 1
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             [r async for r in stub.Generate(request(max_tokens=2))]
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         for call in calls:
             call.cancel()
         await settled(engine)
+
+
+GENERATE = "/vllm.grpc.engine.VllmEngine/Generate"
+
+
+def raw_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field, bytes as given (a string field's need not be UTF-8)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def field_number(message: type, name: str) -> int:
+    return message.DESCRIPTOR.fields_by_name[name].number
+
+
+async def test_invalid_utf8_in_a_string_is_invalid_argument_and_the_channel_serves_on(
+    tiny_model,
+):
+    """Bytes no UTF-8 decoder reads, where the proto says string: that call alone fails,
+    INVALID_ARGUMENT (grpc's own parse said UNKNOWN, which a gateway takes for a fault)."""
+    config = EngineConfig(tiny_model, max_model_len=256, max_num_seqs=4)
+    async with (
+        AsyncEngine(config) as engine,
+        serve_grpc(engine, "127.0.0.1:0", served_model_name="tiny") as server,
+        grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        good = request(max_tokens=3).SerializeToString()
+        stop = raw_field(field_number(pb.SamplingParams, "stop"), b"\xff\xfe")
+        call = channel.unary_stream(
+            GENERATE, request_serializer=None, response_deserializer=pb.GenerateResponse.FromString
+        )
+        for bad in (
+            raw_field(field_number(pb.GenerateRequest, "request_id"), b"ok\xed\xa0\x80"),
+            raw_field(field_number(pb.GenerateRequest, "text"), b"\xc3\x28"),
+            raw_field(field_number(pb.GenerateRequest, "sampling_params"), stop),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                [r async for r in call(good + bad)]
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "UTF-8" in caught.value.details()
+            ok = [r async for r in pb_grpc.VllmEngineStub(channel).Generate(request(max_tokens=3))]
+            assert ok[-1].complete.finish_reason == "length"
+        await settled(engine)
+
+
+INT32, UINT32 = st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**32 - 1)
+FLOAT = st.floats(width=32)  # NaN and the infinities among them
+# Each SamplingParams field, by its proto type (strings: protobuf carries only valid UTF-8;
+# the invalid kind is sent as raw bytes below).
+BY_TYPE = {2: FLOAT, 5: INT32, 8: st.booleans(), 9: st.text(max_size=8), 13: UINT32}
+PARAM_VALUES = {
+    f.name: (st.lists(BY_TYPE[f.type], max_size=3) if f.is_repeated else BY_TYPE[f.type])
+    for f in pb.SamplingParams.DESCRIPTOR.fields
+    if f.type in BY_TYPE
+}
+PARAM_VALUES["logit_bias"] = st.dictionaries(INT32, FLOAT, max_size=2)
+HOSTILE_PARAMS = st.dictionaries(
+    st.sampled_from(sorted(PARAM_VALUES)), st.just(None), min_size=1, max_size=3
+).flatmap(lambda names: st.fixed_dictionaries({n: PARAM_VALUES[n] for n in names}))
+INPUTS = st.one_of(
+    st.builds(lambda ids: {"tokenized": pb.TokenizedInput(input_ids=ids)}, st.lists(UINT32)),
+    st.builds(lambda text: {"text": text}, st.text(max_size=12)),
+)
+
+
+def test_hostile_values_in_any_field_are_invalid_argument_and_the_channel_serves_on(tiny_model):
+    """Property (hypothesis): any value of its type in any sampling field (NaN, the
+    extremes, huge n), any input, and bytes that are not UTF-8 where a string goes: the call
+    completes or fails with INVALID_ARGUMENT alone, and a normal call on the same channel
+    after it completes."""
+    config = EngineConfig(tiny_model, max_model_len=256, max_num_seqs=4)
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(AsyncEngine(config)) as engine,
+        portal.wrap_async_context_manager(serve_grpc(engine, "127.0.0.1:0")) as server,
+        grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):
+        stub = pb_grpc.VllmEngineStub(channel)
+        raw = channel.unary_stream(GENERATE, request_serializer=None)
+
+        @HOSTILE_SETTINGS
+        @given(params=HOSTILE_PARAMS, prompt=INPUTS, garbage=st.booleans())
+        @example(params={"temperature": math.nan, "top_p": math.inf}, prompt={}, garbage=False)
+        @example(params={"stop": ["x"]}, prompt={"text": "hi"}, garbage=True)
+        def case(params: dict, prompt: dict, garbage: bool) -> None:
+            sampling = pb.SamplingParams(**{"max_tokens": 3, **params})
+            message = pb.GenerateRequest(request_id="h", sampling_params=sampling, **prompt)
+            code = grpc.StatusCode.OK
+            try:
+                if garbage:  # a string field's bytes that are not UTF-8
+                    bad = raw_field(field_number(pb.GenerateRequest, "text"), b"\xc3\x28")
+                    list(raw(message.SerializeToString() + bad, timeout=30))
+                else:
+                    list(stub.Generate(message, timeout=30))
+            except grpc.RpcError as exc:
+                code = exc.code()
+            assert code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT), message
+            ok = list(stub.Generate(request(max_tokens=3), timeout=30))
+            assert ok[-1].complete.finish_reason == "length"
+
+        case()

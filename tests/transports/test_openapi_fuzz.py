@@ -7,6 +7,10 @@ The rules the document states only in words (a prompt's tokens fit the context, 
 kept by positive cases through fuzz_hooks. Then hostile bodies off the schema (hypothesis):
 any JSON value in any field, each followed by a normal request (FUZZ_N=400 for a longer,
 random run).
+
+CI runs schemathesis with 10 examples per operation. The longer run, every phase on every
+server: ``FUZZ_EXAMPLES=150 FUZZ_SEED=26 pytest tests/transports/test_openapi_fuzz.py -k
+schemathesis`` (about 20 minutes a server on two busy cores).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deadlines import scaled
 from llmkit.protocol.anthropic import CountTokensRequest, MessagesRequest
 from llmkit.protocol.openai import (
     ChatCompletionRequest,
@@ -80,6 +85,9 @@ def schemathesis_command() -> list[str]:
     ids=["generate-api-key", "generate-no-key", "embed-api-key", "embed-no-key"],
 )
 def test_schemathesis_finds_no_failure(fuzz_servers, kind, key, phases, tmp_path):
+    examples = int(os.environ.get("FUZZ_EXAMPLES", 10))
+    if examples > 10:  # the longer run: the coverage phase everywhere too
+        phases = "examples,coverage,fuzzing,stateful"
     server = fuzz_servers(kind, key)
     auth = ["-H", f"Authorization: Bearer {key}"] if key else []
     env = {
@@ -100,14 +108,18 @@ def test_schemathesis_finds_no_failure(fuzz_servers, kind, key, phases, tmp_path
             "--phases",
             phases,
             "--max-examples",
-            "10",
+            str(examples),
             "--seed",
-            "1",
+            os.environ.get("FUZZ_SEED", "1"),
+            # CI's run: the same cases every time; FUZZ_SEED's: that seed's random ones.
+            *([] if "FUZZ_SEED" in os.environ else ["--generation-deterministic"]),
             "--workers",
             "1",
             "--request-timeout",
-            "30",
-            "--generation-deterministic",
+            str(scaled(30)),
+            # --checks all holds each answer to 10 s (ST112): on a quiet machine.
+            "--max-response-time",
+            str(scaled(10)),
             "--no-color",
             "--report-dir",
             str(tmp_path),
@@ -115,7 +127,7 @@ def test_schemathesis_finds_no_failure(fuzz_servers, kind, key, phases, tmp_path
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=scaled(300 * examples / 10),
         cwd=tmp_path,
     )
     output = run.stdout + run.stderr

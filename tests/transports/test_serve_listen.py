@@ -13,11 +13,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from deadlines import Deadline, scaled
+
 
 def serve_fails(command: list[str]) -> tuple[str, float]:
     """Run a `llmkit serve` that must fail: its stderr, and how long it took."""
     start = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=scaled(60))
     took = time.monotonic() - start
     assert result.returncode == 1, result.stderr
     return result.stderr, took
@@ -32,7 +34,7 @@ def test_a_busy_port_fails_at_once_with_one_line(llmkit_cmd, tiny_model):
     assert stderr.splitlines() == [
         f"llmkit serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
-    assert took < 5  # loading the model alone takes longer (and would have logged)
+    assert took < scaled(5)  # loading the model alone takes longer (and would have logged)
 
 
 @pytest.fixture
@@ -45,10 +47,11 @@ def uds_server(llmkit_cmd, tiny_model, tmp_path) -> Iterator[tuple[subprocess.Po
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    deadline = time.monotonic() + 90
+    deadline = Deadline(90, f"llmkit serve --uds to answer on {path}")
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as http:
         while True:
-            assert proc.poll() is None and time.monotonic() < deadline
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            assert not deadline.passed(), deadline.error()
             try:
                 if http.get("http://llmkit/health").status_code == 200:
                     break
@@ -70,6 +73,6 @@ def test_serve_on_a_unix_socket_and_a_second_server_there_fails_at_once(
     assert stderr.splitlines() == [
         f"llmkit serve: error: cannot listen on {path}: Address already in use"
     ]
-    assert took < 5
+    assert took < scaled(5)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
 from collections.abc import AsyncIterator
@@ -11,12 +12,18 @@ from typing import Any
 
 import anyio
 import httpx
+import msgpack
 import openai
 import pytest
+from hostile_values import HOSTILE_SETTINGS, values
+from hypothesis import example, given
+from hypothesis import strategies as st
 from serve_helpers import metric
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect as connect_sync
 
+from deadlines import scaled
 from llmkit.transports.websocket_client import WebSocketClient, WebSocketError
 
 pytestmark = pytest.mark.anyio
@@ -352,10 +359,10 @@ async def test_a_seed_the_engine_cannot_take_is_an_error_and_the_connection_serv
 ):
     for seed in (2**64, -(2**63) - 1):
         with pytest.raises(WebSocketError) as failed:
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await collect_chat(client.chat(**chat_body(0), seed=seed))
         assert failed.value.param == "seed"
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             assert await collect_chat(client.chat(**chat_body(1)))
     assert await gauge(ws_server, "llmkit:num_requests_waiting") >= 0
 
@@ -418,3 +425,88 @@ async def test_any_value_in_any_field_is_answered_and_the_connection_serves_on(w
             done = await until(ws, "done", f"n{case}")
             assert done["status"] == "finished", (body, done)
     assert await gauge(ws_server, "llmkit:num_requests_waiting") == 0
+
+
+def create(rid: object, body: object, kind: str = "completions.create") -> dict:
+    return {"type": kind, "id": rid, "body": body}
+
+
+PROMPT_BODY = {"model": "tiny", "prompt": "Hello", "max_tokens": 3, "temperature": 0}
+# A msgpack map {"model": <str8 holding the byte 0xff, which is not UTF-8>}.
+INVALID_UTF8_MODEL = b"\x81\xa5model\xd9\x01\xff"
+
+
+@pytest.mark.parametrize(
+    ("message", "rid", "param"),
+    [
+        (create("s", {**PROMPT_BODY, "model": "\ud800"}), "s", "model"),
+        (create("s", {**PROMPT_BODY, "stop": ["ok", "\udfff"]}), "s", "stop[1]"),
+        (create("s", {**PROMPT_BODY, "logit_bias": {"\ud83d": 1}}), "s", "logit_bias"),
+        (create("\ud800", PROMPT_BODY), None, "id"),
+        ({"type": "cancel", "id": "\ud800"}, None, "id"),
+    ],
+)
+async def test_a_lone_surrogate_fails_its_request_unquoted_and_the_connection_stays(
+    ws_server, message, rid, param
+):
+    """The issue's case (a fuzz closed the whole connection): JSON's ``\\ud800`` escape
+    decodes to a string no encoder can write back; it must not be echoed."""
+    async with await raw(ws_server) as ws:
+        await ws.send(json.dumps(message))  # ensure_ascii: the surrogate travels as an escape
+        error = await next_message(ws)
+        assert (error["type"], error["id"], error["error"]["param"]) == ("error", rid, param)
+        assert error["error"]["code"] == "invalid_text"
+        if rid is not None:
+            assert await next_message(ws) == {"type": "done", "id": rid, "status": "failed"}
+        await ws.send(json.dumps(create("ok", PROMPT_BODY)))
+        assert (await until(ws, "done", "ok"))["status"] == "finished"
+
+
+async def test_invalid_utf8_in_a_msgpack_frame_fails_only_its_request(ws_server):
+    async with await raw(ws_server, subprotocols=["llmkit.msgpack"]) as ws:
+        header = msgpack.packb({"type": "completions.create", "id": "u"})[1:]
+        await ws.send(b"\x83" + header + msgpack.packb("body") + INVALID_UTF8_MODEL)
+        error = msgpack.unpackb(await asyncio.wait_for(ws.recv(), 30))
+        assert (error["id"], error["error"]["param"]) == ("u", "model")
+        assert msgpack.unpackb(await asyncio.wait_for(ws.recv(), 30))["type"] == "done"
+        await ws.send(msgpack.packb(create("ok", PROMPT_BODY)))
+        while (answer := msgpack.unpackb(await asyncio.wait_for(ws.recv(), 30)))["type"] != "done":
+            pass
+        assert answer == {"type": "done", "id": "ok", "status": "finished"}
+
+
+def test_hostile_values_in_any_field_fail_that_request_and_the_connection_serves_on(ws_server):
+    """Property (hypothesis): any value in any body field, NaN and lone surrogates
+    included (as JSON's NaN literal and \\ud800 escapes), ends its request (an error and
+    done, or done) on the same connection, and a normal request after it completes."""
+    with connect_sync(ws_url(ws_server), additional_headers=auth()) as ws:
+
+        def ending(rid: str) -> list[dict]:
+            """The request's messages other than chunks, up to its done."""
+            ends = []
+            while True:
+                message = json.loads(ws.recv(timeout=10))
+                if message.get("id") == rid and message["type"] != "chunk":
+                    ends.append(message)
+                    if message["type"] == "done":
+                        return ends
+
+        @HOSTILE_SETTINGS
+        @given(
+            fields=st.dictionaries(
+                st.sampled_from([*CHAT_FIELDS, "model"]), values(), min_size=1, max_size=3
+            ),
+            chat=st.booleans(),
+        )
+        @example(fields={"model": "\ud800"}, chat=False)  # the issue's: it closed the socket
+        @example(fields={"temperature": math.nan, "\udc80": 1}, chat=True)
+        def case(fields: dict, chat: bool) -> None:
+            body = {**(chat_body(0, max_tokens=3) if chat else PROMPT_BODY), **fields}
+            kind = "chat.completions.create" if chat else "completions.create"
+            ws.send(json.dumps(create("h", body, kind)))
+            ends = ending("h")
+            assert [m["type"] for m in ends] in (["done"], ["error", "done"]), ends
+            ws.send(json.dumps(create("n", PROMPT_BODY)))
+            assert ending("n") == [{"type": "done", "id": "n", "status": "finished"}]
+
+        case()

@@ -15,6 +15,7 @@ every engine of the protocol) only run its steps on an engine.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,9 +78,15 @@ class BeamSearchOutput:
 def beam_score(
     tokens: list[int], cum_logprob: float, eos_token_id: int | None, length_penalty: float
 ) -> float:
-    """vLLM's ``get_beam_search_score``."""
+    """vLLM's ``get_beam_search_score``; where ``length ** length_penalty`` leaves float's
+    range (a huge penalty, either sign), the score's limit rather than an error."""
     length = len(tokens) - (1 if tokens and tokens[-1] == eos_token_id else 0)
-    return cum_logprob / (length**length_penalty)
+    try:
+        return cum_logprob / (length**length_penalty)
+    except OverflowError:  # the power is past float's largest: the score tends to 0
+        return 0.0
+    except ZeroDivisionError:  # it underflowed to 0; a log-probability is never positive
+        return -math.inf if cum_logprob < 0 else 0.0
 
 
 class BeamSearch:

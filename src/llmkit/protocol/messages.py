@@ -10,6 +10,8 @@ import types
 import typing
 from typing import Any, Union
 
+from llmkit.protocol.text import unencodable_message, unencodable_path
+
 Message = dict[str, Any]
 
 MISSING: Any = object()  # a field that is not there at all
@@ -64,6 +66,8 @@ def field_of(obj: Message, name: str, kind: Any, default: Any = MISSING) -> Any:
 def request_id_of(obj: Message) -> str:
     """A message's ``id``: a client-chosen string of 1 to MAX_ID_LENGTH characters."""
     rid = field_of(obj, "id", str)
+    if unencodable_path(rid) is not None:  # it would be echoed in every answer
+        raise ProtocolError(unencodable_message("id"), "id", "invalid_text")
     if not 0 < len(rid) <= MAX_ID_LENGTH:
         raise ProtocolError(
             f"id must be 1 to {MAX_ID_LENGTH} characters long, got {len(rid)}", "id"

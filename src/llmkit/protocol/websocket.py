@@ -15,7 +15,9 @@ the ``llmkit.msgpack`` subprotocol)::
 unique among its requests in flight on the connection. Every request ends with exactly one
 ``done``; a request that fails gets its ``error`` first. An ``error`` with a null id is
 about a message that started no request (bad JSON, an unknown type, a duplicate id, a
-cancel for an id not in flight); the connection stays usable after every error.
+cancel for an id not in flight); the connection stays usable after every error. A string
+that is not valid Unicode (a ``\ud800`` escape without its pair, invalid UTF-8 in a msgpack
+frame) fails its request with code ``invalid_text``, naming the field, never quoting it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ from typing import Any
 import msgpack
 from anyio.abc import ByteReceiveStream
 
+from llmkit.protocol.text import UNICODE_ERRORS
+
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 _HEADER = 4
 _READ_SIZE = 256 * 1024
@@ -62,8 +64,13 @@ class FrameReader:
                 if len(buffer) < end:
                     break
                 try:
+                    # Invalid UTF-8 in a string becomes surrogates, which the peer's
+                    # protocol refuses in that request alone, naming the field.
                     message = msgpack.unpackb(
-                        view[pos + _HEADER : end], raw=False, strict_map_key=False
+                        view[pos + _HEADER : end],
+                        raw=False,
+                        strict_map_key=False,
+                        unicode_errors=UNICODE_ERRORS,
                     )
                 except Exception:  # noqa: BLE001 - msgpack raises many types for bad input
                     raise FrameError(

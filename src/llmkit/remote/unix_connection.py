@@ -12,6 +12,7 @@ from llmkit.engine.protocol import EngineProtocol, OutputStream
 from llmkit.errors import LLMKitError
 from llmkit.protocol.messages import Message, ProtocolError, error_message, protocol_error_message
 from llmkit.remote.framing import FrameError, FrameReader, pack
+from llmkit.remote.unix_connect import shutdown_socket
 from llmkit.remote.unix_protocol import (
     PROTOCOL_VERSION,
     Abort,
@@ -37,7 +38,8 @@ class _Outbox:
     """A connection's writer: frames sent in the same moment go out in one write.
 
     ``send`` returns once its frame is written, so a request's task holds at most one
-    frame here, and reads its engine stream (which coalesces meanwhile) only after.
+    frame here, and reads its engine stream (which coalesces meanwhile) only after. Once
+    closed, ``send`` returns at once: nobody reads the frames of a connection that is over.
     """
 
     def __init__(self, stream: SocketStream):
@@ -45,15 +47,26 @@ class _Outbox:
         self._frames: list[bytes] = []
         self._ready = anyio.Event()
         self._written = anyio.Event()
+        self._open = True
 
     async def send(self, frame: bytes) -> None:
-        self._frames.append(frame)
+        if self._open:
+            self._frames.append(frame)
+            self._ready.set()
+            await self._written.wait()
+
+    def close(self) -> None:
+        """Stop the writer once its write in progress ends; release every sender."""
+        self._open = False
         self._ready.set()
-        await self._written.wait()
+        self._written.set()
 
     async def run(self) -> None:
+        """Write until closed; raises CONNECTION_ERRORS when the peer is gone."""
         while True:
             await self._ready.wait()
+            if not self._open:
+                return
             self._ready = anyio.Event()
             frames, self._frames = self._frames, []
             written, self._written = self._written, anyio.Event()
@@ -74,6 +87,7 @@ class UnixConnection:
         self, engine: EngineProtocol, stream: SocketStream, tag: str, max_frame_bytes: int
     ):
         self._engine = engine
+        self._socket = stream
         self._reader = FrameReader(stream, max_frame_bytes)
         self._max_frame_bytes = max_frame_bytes
         self._outbox = _Outbox(stream)
@@ -81,19 +95,34 @@ class UnixConnection:
         self._requests: dict[str, _Request] = {}
 
     async def serve(self) -> None:
-        """Until the peer leaves or breaks the framing; its requests are aborted after."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._write, tg)
-            if await self._handshake():
-                tg.start_soon(self._push_stats)
-                await self._read(tg)
-            tg.cancel_scope.cancel()
+        """Until the peer leaves or breaks the framing; its requests are aborted after.
 
-    async def _write(self, tg: TaskGroup) -> None:
+        The connection ends by shutting its socket down, never by cancelling a task that
+        waits on the socket: on asyncio such a cancel races with the socket turning
+        readable or writable (anyio then resolves the cancelled wait: InvalidStateError).
+        The writer runs outside the group that is cancelled for that reason.
+        """
+        async with anyio.create_task_group() as writer:
+            writer.start_soon(self._write)
+            try:
+                async with anyio.create_task_group() as tg:
+                    if await self._handshake():
+                        tg.start_soon(self._push_stats)
+                        await self._read(tg)
+                    tg.cancel_scope.cancel()  # requests and the stats push: no socket waits
+            finally:
+                shutdown_socket(self._socket)  # a write in progress fails at once
+                self._outbox.close()
+
+    async def _write(self) -> None:
+        """The outbox's writer; when the peer is gone, the reader is woken by a shutdown."""
         try:
             await self._outbox.run()
         except CONNECTION_ERRORS:
-            tg.cancel_scope.cancel()
+            pass  # the peer is gone
+        finally:
+            self._outbox.close()
+            shutdown_socket(self._socket)  # the reader sees EOF and ends the connection
 
     async def _send(self, message: Message) -> None:
         await self._outbox.send(pack(message))

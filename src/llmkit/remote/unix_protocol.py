@@ -22,7 +22,8 @@ LoRA adapter, ``[name, id, path]``, as ``LoRARequest`` has them. Outputs are the
 own (deltas when the client asks for ``output_kind`` DELTA); the first output of a request
 carries its prompt, the others leave it out. Embeddings travel as little-endian float32
 bytes (see :mod:`llmkit.remote.unix_data`). An ``error`` answers a message that
-cannot be served, naming the field at fault.
+cannot be served, naming the field at fault; a string that is not valid UTF-8 is one
+(code ``invalid_text``), answered without quoting it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from llmkit.protocol.messages import (
     matches,
     request_id_of,
 )
+from llmkit.protocol.text import unencodable_message, unencodable_path
 from llmkit.remote.unix_data import (
     Params,
     lora_from_wire,
@@ -107,6 +109,8 @@ def parse_client_message(obj: object) -> ClientMessage:
     if kind in ("generate", "encode"):
         rid = request_id_of(obj)
         try:
+            if (bad := unencodable_path(obj)) is not None:
+                raise ProtocolError(unencodable_message(bad), bad or None, "invalid_text")
             return Submit(
                 kind=kind,
                 id=rid,

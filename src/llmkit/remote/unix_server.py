@@ -22,11 +22,11 @@ import socket
 import stat
 import struct
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 
 from llmkit.engine.protocol import EngineProtocol
 from llmkit.protocol.messages import error_message
@@ -66,17 +66,28 @@ async def serve_unix(
     server = _Server(engine, allowed, max_frame_bytes)
     try:
         async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, server.handle)
+            tg.start_soon(_accept_until_closed, listener, server.handle, tg)
             try:
                 yield
             finally:
+                # Closed rather than cancelled, the listener and the connections alike: a
+                # cancelled wait on a socket races, on asyncio, with the socket turning ready.
                 with anyio.CancelScope(shield=True):
+                    await listener.aclose()
                     await server.close_connections()
-                tg.cancel_scope.cancel()
+                tg.cancel_scope.cancel()  # only connections that outlived the close timeout
     finally:
         with contextlib.suppress(FileNotFoundError):
             if os.stat(path).st_ino == inode:  # still ours, not a successor's
                 os.unlink(path)
+
+
+async def _accept_until_closed(
+    listener: SocketListener, handle: Callable[[SocketStream], Awaitable[None]], tg: TaskGroup
+) -> None:
+    """Hand each connection to ``handle`` in ``tg`` until the listener is closed."""
+    with contextlib.suppress(anyio.ClosedResourceError):
+        await listener.serve(handle, tg)
 
 
 def _remove_stale_socket(path: Path) -> None:
@@ -116,6 +127,8 @@ class _Server:
         # restart while the last server's aborted requests are still being released.
         self._server_tag = uuid.uuid4().hex[:8]
         self._live: set[SocketStream] = set()
+        self._all_closed = anyio.Event()
+        self._all_closed.set()
 
     async def close_connections(self) -> None:
         """End every connection; their requests are aborted on the way out."""
@@ -124,12 +137,13 @@ class _Server:
         for stream in list(self._live):
             shutdown_socket(stream)
         with anyio.move_on_after(_CLOSE_TIMEOUT_S):
-            while self._live:
-                await anyio.sleep(0.01)
+            await self._all_closed.wait()
 
     async def handle(self, stream: SocketStream) -> None:
         number = next(self._numbers)
         self._live.add(stream)
+        if self._all_closed.is_set():
+            self._all_closed = anyio.Event()
         async with stream:
             try:
                 pid, uid = peer_credentials(stream)
@@ -156,4 +170,6 @@ class _Server:
                 logger.exception("unix socket: connection %d failed", number)
             finally:
                 self._live.discard(stream)
+                if not self._live:
+                    self._all_closed.set()
                 logger.info("unix socket: connection %d closed", number)

@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
 
 from llmkit.engine.protocol import EngineProtocol
+from llmkit.transports.grpc_decode import ParseInCall
 from llmkit.transports.grpc_service import ServiceState, VllmEngineService
 
 SERVICE_NAME = "vllm.grpc.engine.VllmEngine"
@@ -75,7 +76,7 @@ async def serve_grpc(
     )
     keys = tuple(api_keys)
     server = grpc.aio.server(
-        interceptors=[_KeyCheck(keys)] if keys else [],
+        interceptors=[*([_KeyCheck(keys)] if keys else []), ParseInCall()],
         # Without this a second server could bind the same port and split the traffic.
         options=[("grpc.so_reuseport", 0)],
     )

@@ -30,6 +30,7 @@ from llmkit.models import Lease
 from llmkit.protocol.messages import Message, ProtocolError
 from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
 from llmkit.protocol.openai.responses import ResponsesRequest
+from llmkit.protocol.text import UNICODE_ERRORS, unencodable_message, unencodable_path
 from llmkit.protocol.websocket import (
     MSGPACK_PROTOCOL,
     Cancel,
@@ -45,7 +46,7 @@ from llmkit.serving import chat, completions, media, responses, responses_stream
 from llmkit.serving.chat import ChatJob
 from llmkit.serving.completions import CompletionJob
 from llmkit.serving.context import ServingContext
-from llmkit.serving.errors import OpenAIError, from_engine_error, from_validation_error
+from llmkit.serving.errors import OpenAIError, bad_request, from_engine_error, from_validation_error
 from llmkit.serving.models import hold_model
 from llmkit.serving.responses import ResponsesJob
 from llmkit.serving.shutdown import shutting_down
@@ -96,7 +97,8 @@ class Codec:
                 "invalid_frame",
             )
         try:
-            return msgpack.unpackb(frame, raw=False)
+            # Invalid UTF-8 in a string: surrogates, refused in that request alone.
+            return msgpack.unpackb(frame, raw=False, unicode_errors=UNICODE_ERRORS)
         except ValueError as exc:
             raise ProtocolError(
                 f"the message is not valid msgpack: {exc}", None, "invalid_msgpack"
@@ -225,6 +227,8 @@ class Connection:
     async def _start(self, message: Create) -> _Request:
         """The request checked and started, as its HTTP route would with ``stream: true``."""
         body = {**message.body, "stream": True}
+        if (bad := unencodable_path(message.body)) is not None:
+            raise bad_request(unencodable_message(bad), bad or None, "invalid_text")
         req: ChatCompletionRequest | ResponsesRequest | CompletionRequest
         try:
             if message.kind == "chat.completions.create":

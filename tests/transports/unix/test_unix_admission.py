@@ -10,6 +10,7 @@ import anyio
 import pytest
 from unix_helpers import RawConnection, collect, settled
 
+from deadlines import scaled
 from llmkit import AsyncEngine, EngineConfig, EngineOverloadedError, SamplingParams
 from llmkit.remote.unix_data import params_to_wire
 from llmkit.remote.unix_protocol import hello_request
@@ -70,7 +71,7 @@ async def test_engine_client_refuses_by_the_reported_queue_before_tokenizing(ful
         running = client.generate("Hi", LONG)
         await running.__anext__()
         waiting = client.generate("Hi", SHORT)
-        with anyio.fail_after(5):  # the engine pushes its stats when they change
+        with anyio.fail_after(scaled(5)):  # the engine pushes its stats when they change
             while client.stats().num_queued < 1:
                 await anyio.sleep(0.01)
 

@@ -8,6 +8,7 @@ import subprocess
 import anyio
 import pytest
 
+from deadlines import scaled
 from llmkit import EngineDeadError, SamplingParams
 from llmkit.unix import EngineClient
 
@@ -30,7 +31,7 @@ async def test_killing_the_engine_process_fails_every_reader_within_2_s(engine_p
                     pass
             failed_at.append(anyio.current_time())
 
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async with anyio.create_task_group() as tg:
                 for stream in streams:
                     tg.start_soon(read, stream)
@@ -49,10 +50,10 @@ async def test_sigterm_stops_the_engine_and_removes_its_socket(engine_process):
         stream = client.generate("Hello", LONG)
         await stream.__anext__()
         proc.send_signal(signal.SIGTERM)
-        with anyio.fail_after(10), pytest.raises(EngineDeadError):
+        with anyio.fail_after(scaled(10)), pytest.raises(EngineDeadError):
             async for _ in stream:
                 pass
-    assert await anyio.to_thread.run_sync(proc.wait, 20) == 0
+    assert await anyio.to_thread.run_sync(proc.wait, scaled(20)) == 0
     assert not path.exists()
 
 
@@ -61,7 +62,7 @@ def test_serve_with_an_engine_socket_takes_no_model_and_says_when_none_answers(
 ):
     def serve(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [*llmkit_cmd, "serve", *args], capture_output=True, text=True, timeout=120
+            [*llmkit_cmd, "serve", *args], capture_output=True, text=True, timeout=scaled(120)
         )
 
     for args in (

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from tests.transports.conftest import start_engine, stop
 
+from deadlines import scaled
 from llmkit import AsyncEngine, EngineConfig, SamplingParams
 from llmkit.unix import EngineClient
 
@@ -41,7 +42,7 @@ async def test_a_remote_engine_reports_the_counts_an_in_process_one_does(tiny_mo
     )
     try:
         async with EngineClient(path) as client:
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 got = await stream(client, params)
     finally:
         stop(proc)

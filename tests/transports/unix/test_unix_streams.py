@@ -9,6 +9,7 @@ import anyio
 import pytest
 from unix_helpers import collect, same_outputs, settled
 
+from deadlines import scaled
 from llmkit import (
     AsyncEngine,
     EngineConfig,
@@ -234,9 +235,12 @@ async def test_an_engine_that_dies_in_a_live_process_fails_readers_and_new_reque
             raise SystemError("the device fell off")
 
         monkeypatch.setattr(engine._core, "step", broken_step)
-        with anyio.fail_after(2), pytest.raises(EngineDeadError, match="the device fell off"):
+        with (
+            anyio.fail_after(scaled(2)),
+            pytest.raises(EngineDeadError, match="the device fell off"),
+        ):
             await collect(stream)
-        with anyio.fail_after(1):
+        with anyio.fail_after(scaled(1)):
             while client.is_healthy():
                 await anyio.sleep(0.01)
         with pytest.raises(EngineDeadError):

@@ -8,13 +8,14 @@ from typing import Any
 
 import anyio
 
+from deadlines import scaled
 from llmkit.engine.stats import EngineStats
 from llmkit.remote.framing import FrameReader, pack
 
 
 async def settled(engine: Any, timeout: float = 1.0) -> EngineStats:
     """Wait until ``engine`` (or a client's view of it) runs nothing and has every KV block free."""
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while True:
             s = engine.stats()
             if s.num_running == 0 and s.num_waiting == 0 and s.kv_blocks_free == s.kv_blocks_total:
@@ -40,7 +41,7 @@ class RawConnection:
         await self.stream.send(pack(message))
 
     async def receive(self, *, stats: bool = False, timeout: float = 5.0) -> dict:
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(scaled(timeout)):
             while True:
                 message = await self.reader.receive()
                 if stats or message["type"] != "stats":
@@ -48,7 +49,7 @@ class RawConnection:
 
     async def closed_by_peer(self, timeout: float = 5.0) -> bool:
         """Whether the server closes the connection (after any messages still on the way)."""
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(scaled(timeout)):
             try:
                 while True:
                     await self.reader.receive()
