@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from llmkit.model.cpu_memory import available_memory
 from llmkit.model.gguf.packed import PackedStore
 from llmkit.model.gguf.tensors import TensorTable
 from llmkit.model.gguf.weights import gguf_piece
@@ -102,7 +103,7 @@ def _log_widened(table: TensorTable, native: set[str], size: int, why: str = "")
     quantized = [t for t in widened if t.type not in _FLOAT]
     cost = sum((size or 4) * int(np.prod(t.shape)) for t in widened)
     available = available_memory()
-    if size and available is not None and cost > available:
+    if size and cost > available:
         raise ValueError(
             f"GGUF {table.file}: its dequantized tensors need {cost / 2**30:.2f} GiB of memory "
             f"but the machine has {available / 2**30:.2f} GiB available"
@@ -129,18 +130,6 @@ def _log_widened(table: TensorTable, native: set[str], size: int, why: str = "")
             len(quantized),
             names,
         )
-
-
-def available_memory() -> int | None:
-    """The bytes this machine can still give (MemAvailable), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def _plan(
