@@ -4,7 +4,8 @@
         [--variants native,float32,w8a8,w4a8] [--threads 2] [--repeat 3] [--prompt 512] \
         [--decode 128] [--streams 16,64] [--text tests/data/pride_and_prejudice_ch1.txt]
 
-Variants of llmkit: ``native`` loads the file as it is (Q4_1 layers as w4a8, Q8_0 as q8);
+Variants of llmkit: ``native`` loads the file as it is (every type with a kernel: Q4_0/Q4_1,
+Q5_0/Q5_1, Q8_0, Q4_K, Q5_K, Q6_K);
 ``float32``, ``w8a8`` and ``w4a8`` load a float32 HF folder made from the file (its weights
 dequantized, once, into ~/.cache/llmkit/gguf-float32/), as ``quantization=`` would take a
 checkpoint. Each side runs in a fresh process, so that its load time and peak RSS are its
@@ -16,8 +17,8 @@ decoding at once, peak RSS; and the perplexity of ``--text`` (one window, determ
 measured once). Beside each decode rate, its share of the memory floor (``llmkit bench
 roofline``'s: the bytes a step reads over this machine's measured bandwidth; llama.cpp's
 against the native load's floor, the same file). All get the same token ids, decode greedily
-without stopping, and size their KV cache for the same tokens (llama.cpp keeps it in float16
-by default, llmkit in float32). The llama.cpp side is benchmarks/llama_cpp_side.py in
+without stopping, and size their KV cache for the same tokens (float16 on both sides: llmkit's
+default for a quantized model on CPU since issue 45, llama.cpp's always). The llama.cpp side is benchmarks/llama_cpp_side.py in
 ``--peer-python`` (llama-cpp-python, see RESULTS.md).
 """
 

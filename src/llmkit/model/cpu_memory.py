@@ -20,7 +20,9 @@ import functools
 import logging
 import math
 import mmap
+import os
 import platform
+from pathlib import Path
 
 import torch
 
@@ -56,3 +58,15 @@ def zeroed(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
     count = math.prod(shape)
     pages = mmap.mmap(-1, max(count * dtype.itemsize, 1))
     return torch.frombuffer(pages, dtype=dtype, count=count).view(shape)
+
+
+def available_memory() -> int:
+    """The memory the system could give now (MemAvailable), or the physical total where
+    /proc/meminfo is missing."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

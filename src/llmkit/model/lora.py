@@ -10,21 +10,15 @@ from llmkit.model.layers.quant import QuantizedLinear
 from llmkit.model.lora_adapter import LoRAAdapter, LoRALayout
 from llmkit.model.lora_slots import SlotTable
 
-# Our (fused) projection under a decoder layer -> the HF module of each of its slices.
-_FUSED = {
-    "self_attn.qkv_proj": ("q_proj", "k_proj", "v_proj"),
-    "self_attn.o_proj": ("o_proj",),
-    "mlp.gate_up_proj": ("gate_proj", "up_proj"),
-    "mlp.down_proj": ("down_proj",),
-}
-
 
 class LoRAModel:
     """The model's LoRALinear layers, ``max_loras`` adapter slots, and the step's mask."""
 
     def __init__(self, model: object, max_loras: int, max_rank: int) -> None:
         layers = getattr(getattr(model, "model", None), "layers", None)
-        if layers is None or not all(hasattr(layer, "self_attn") for layer in layers):
+        # Our (fused) projection under a decoder layer -> the HF module of each of its slices.
+        projections: dict[str, tuple[str, ...]] | None = getattr(model, "projections", None)
+        if layers is None or projections is None:
             raise ValueError(
                 f"LoRA adapters need a Llama-family decoder; {type(model).__name__} is not one"
             )
@@ -35,7 +29,7 @@ class LoRAModel:
         self._linears: list[tuple[int, LoRALinear, tuple[str, ...]]] = []
         shapes: dict[str, tuple[int, int]] = {}
         for i, layer in enumerate(layers):
-            for path, targets in _FUSED.items():
+            for path, targets in projections.items():
                 owner_name, attr = path.split(".")
                 owner = getattr(layer, owner_name)
                 base = getattr(owner, attr)

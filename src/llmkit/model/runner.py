@@ -19,7 +19,7 @@ from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.native import default_native, linears_only
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import HEAD_METHODS, quantize_head, quantize_linears
-from llmkit.model.loader import load_model
+from llmkit.model.loader import load_model, model_class
 from llmkit.model.lora import LoRAModel
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.parallel import SINGLE, TensorParallel
@@ -116,10 +116,11 @@ class ModelRunner:
             build_cpu_kernels()
         table = gguf_table(model_path)
         method, group = config.quantization, config.quantization_group_size
+        projections = getattr(model_class(hf_config), "projections", {})
         native = (
-            default_native(config, table, self.device, tp.size)
+            default_native(config, table, self.device, tp.size, projections)
             if method is None
-            else linears_only(table, method, group)  # a GGUF's Q4 layers, as they are
+            else linears_only(table, method, group, projections)  # a GGUF's Q4 layers as they are
         )
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp, native)
         quantized = bool(native.tensors) or method is not None

@@ -20,10 +20,11 @@ from anyio.abc import TaskGroup
 
 from llmkit.engine.protocol import EngineProtocol
 from llmkit.errors import EngineOverloadedError
+from llmkit.model.cpu_memory import available_memory
 from llmkit.models.errors import ModelLoadError, ModelNotFoundError
 from llmkit.models.keep_alive import DEFAULT_KEEP_ALIVE_S, parse_keep_alive
 from llmkit.models.lease import Lease
-from llmkit.models.memory import available_bytes, estimate_bytes
+from llmkit.models.memory import estimate_bytes
 from llmkit.models.settings import ModelSettings
 from llmkit.models.slot import ModelStatus, Slot
 from llmkit.models.surface import EngineSurface
@@ -77,7 +78,7 @@ class ModelManager(EngineSurface):
             raise ValueError(f"max_loaded_models must be >= 1, got {max_loaded_models}")
         self.keep_alive_s = keep_alive_s
         self.max_loaded_models = max_loaded_models
-        self.memory_bytes = available_bytes() if memory_bytes is None else memory_bytes
+        self.memory_bytes = available_memory() if memory_bytes is None else memory_bytes
         self.max_waiting = max_waiting
         self._clock = clock
         self._load_engine = load_engine

@@ -1,5 +1,4 @@
-"""How much memory a model takes once loaded, estimated before loading it, and how much the
-machine has free."""
+"""How much memory a model takes once loaded, estimated before loading it."""
 
 from __future__ import annotations
 
@@ -11,20 +10,6 @@ from llmkit.model.names import INSTALLED_GGUF, installed_gguf
 _GIB = 1 << 30
 # Weight files a HuggingFace folder loads from; the tokenizer and config are small.
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
-
-
-def available_bytes() -> int:
-    """The memory the system could give now (MemAvailable), or the physical total where
-    /proc/meminfo is missing."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def estimate_bytes(config: EngineConfig) -> int:

@@ -21,8 +21,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from llmkit.model.cpu_memory import available_memory
 from llmkit.model.gguf.packed import PackedStore
 from llmkit.model.gguf.tensors import TensorTable
+from llmkit.model.gguf.weights import gguf_piece
 from llmkit.model.layers.formats import FORMATS, WeightFormat
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
 
@@ -31,13 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# our fused module -> the GGUF tensors whose rows it stacks, in order
-_LINEARS = {
-    "self_attn.qkv_proj": ("attn_q", "attn_k", "attn_v"),
-    "self_attn.o_proj": ("attn_output",),
-    "mlp.gate_up_proj": ("ffn_gate", "ffn_up"),
-    "mlp.down_proj": ("ffn_down",),
-}
+Projections = dict[str, tuple[str, ...]]  # the model class's: our module -> its HF pieces
 EMBEDDING, HEAD = "model.embed_tokens", "lm_head"
 _FLOAT = ("F32", "F16", "BF16")
 
@@ -57,16 +53,23 @@ class NativeWeights:
             setattr(owner, child, make(owner.get_submodule(child)))
 
 
-def linears_only(table: TensorTable | None, method: str, group_size: int) -> NativeWeights:
+def linears_only(
+    table: TensorTable | None, method: str, group_size: int, projections: Projections
+) -> NativeWeights:
     """With ``quantization="w4a8"`` at group size 32: the file's Q4 layers as they are
     (the rest are quantized from their float load); else nothing."""
     if table is None or method != "w4a8" or group_size != 32:
         return NativeWeights()
-    return _plan(table, {k: FORMATS[k] for k in ("Q4_0", "Q4_1")}, with_embedding=False)
+    q4 = {k: FORMATS[k] for k in ("Q4_0", "Q4_1")}
+    return _plan(table, q4, projections, with_embedding=False)
 
 
 def default_native(
-    config: EngineConfig, table: TensorTable | None, device: torch.device, tp_size: int
+    config: EngineConfig,
+    table: TensorTable | None,
+    device: torch.device,
+    tp_size: int,
+    projections: Projections,
 ) -> NativeWeights:
     """The load of a GGUF file that asks for no ``quantization``: with ``dtype='auto'`` every
     tensor that has a native format as it is (CPU, one process), the rest dequantized; with
@@ -85,7 +88,7 @@ def default_native(
     elif tp_size > 1:
         why = "its quantized layers do not work with tensor parallelism yet"
     else:
-        plan = _plan(table, FORMATS, with_embedding=True)
+        plan = _plan(table, FORMATS, projections, with_embedding=True)
         _log_widened(table, plan.tensors, check)
         return plan
     _log_widened(table, set(), check, why)
@@ -100,7 +103,7 @@ def _log_widened(table: TensorTable, native: set[str], size: int, why: str = "")
     quantized = [t for t in widened if t.type not in _FLOAT]
     cost = sum((size or 4) * int(np.prod(t.shape)) for t in widened)
     available = available_memory()
-    if size and available is not None and cost > available:
+    if size and cost > available:
         raise ValueError(
             f"GGUF {table.file}: its dequantized tensors need {cost / 2**30:.2f} GiB of memory "
             f"but the machine has {available / 2**30:.2f} GiB available"
@@ -129,26 +132,18 @@ def _log_widened(table: TensorTable, native: set[str], size: int, why: str = "")
         )
 
 
-def available_memory() -> int | None:
-    """The bytes this machine can still give (MemAvailable), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def _plan(
-    table: TensorTable, formats: dict[str, WeightFormat], with_embedding: bool
+    table: TensorTable,
+    formats: dict[str, WeightFormat],
+    projections: Projections,
+    with_embedding: bool,
 ) -> NativeWeights:
     plan, store = NativeWeights(), PackedStore(table.folder, table.file)
     layers = {int(n.split(".")[1]) for n in table.tensors if n.startswith("blk.")}
     for layer in sorted(layers):
-        for module, parts in _LINEARS.items():
-            names = [f"blk.{layer}.{part}.weight" for part in parts]
+        for module, pieces in projections.items():
+            owner = module.partition(".")[0]
+            names = [f"blk.{layer}.{gguf_piece(f'{owner}.{p}')}.weight" for p in pieces]
             _linear(plan, table, formats, store, f"model.layers.{layer}.{module}", names)
     embedding = table.tensors.get("token_embd.weight")
     if with_embedding and embedding is not None and embedding.type in formats:

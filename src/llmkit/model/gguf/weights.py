@@ -33,6 +33,13 @@ _LAYER = {
     "ffn_down": "mlp.down_proj",
 }
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+_GGUF = {hf: gguf for gguf, hf in _LAYER.items()}
+
+
+def gguf_piece(module: str) -> str:
+    """The GGUF tensor name piece of a decoder layer's HF module (``self_attn.q_proj``:
+    ``attn_q``)."""
+    return _GGUF[module]
 
 
 def hf_name(name: str) -> str | None:

@@ -145,13 +145,13 @@ class LlamaForCausalLM(nn.Module):
     qkv_bias = False
     qk_norm = False
     supports_tensor_parallel = True
-    # HF parameter name piece -> (our fused parameter, shard index)
-    stacked: ClassVar[dict[str, tuple[str, int]]] = {
-        "q_proj": ("qkv_proj", 0),
-        "k_proj": ("qkv_proj", 1),
-        "v_proj": ("qkv_proj", 2),
-        "gate_proj": ("gate_up_proj", 0),
-        "up_proj": ("gate_up_proj", 1),
+    # Our projection under a decoder layer -> the HF modules whose rows it stacks, in order:
+    # the one table the checkpoint loader, LoRA and the GGUF loader read.
+    projections: ClassVar[dict[str, tuple[str, ...]]] = {
+        "self_attn.qkv_proj": ("q_proj", "k_proj", "v_proj"),
+        "self_attn.o_proj": ("o_proj",),
+        "mlp.gate_up_proj": ("gate_proj", "up_proj"),
+        "mlp.down_proj": ("down_proj",),
     }
 
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
@@ -189,7 +189,7 @@ class LlamaForCausalLM(nn.Module):
                 continue
             if name == "lm_head.weight" and self.tie_word_embeddings:
                 continue
-            for piece, (fused, shard) in self.stacked.items():
+            for piece, (fused, shard) in _stacked(self.projections).items():
                 if f".{piece}." in name:
                     target = name.replace(piece, fused)
                     copy_weight(params, target, weight, shard)
@@ -199,6 +199,16 @@ class LlamaForCausalLM(nn.Module):
                 copy_weight(params, name, weight)
                 loaded.add(name)
         check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
+
+
+def _stacked(projections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
+    """HF parameter name piece -> (our fused parameter, its shard), for the stacked ones."""
+    return {
+        piece: (path.rpartition(".")[2], shard)
+        for path, pieces in projections.items()
+        if len(pieces) > 1
+        for shard, piece in enumerate(pieces)
+    }
 
 
 class MistralForCausalLM(LlamaForCausalLM):
