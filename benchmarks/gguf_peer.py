@@ -18,8 +18,8 @@ measured once). Beside each decode rate, its share of the memory floor (``llmkit
 roofline``'s: the bytes a step reads over this machine's measured bandwidth; llama.cpp's
 against the native load's floor, the same file). All get the same token ids, decode greedily
 without stopping, and size their KV cache for the same tokens (float16 on both sides: llmkit's
-default for a quantized model on CPU since issue 45, llama.cpp's always). The llama.cpp side is benchmarks/llama_cpp_side.py in
-``--peer-python`` (llama-cpp-python, see RESULTS.md).
+default for a quantized model on CPU since issue 45, llama.cpp's always). The llama.cpp side
+is benchmarks/llama_cpp_side.py in ``--peer-python`` (llama-cpp-python, see RESULTS.md).
 """
 
 from __future__ import annotations
