@@ -73,9 +73,9 @@ class StructuredOutputsParams:
                 "must be a non-empty list of strings",
             )
             _check(
-                all(isinstance(c, str) for c in self.choice),
+                all(isinstance(c, str) and c for c in self.choice),
                 "structured_outputs.choice",
-                "must hold only strings",
+                "must hold only non-empty strings",
             )
         for name in ("regex", "grammar"):
             value = getattr(self, name)

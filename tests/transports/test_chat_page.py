@@ -132,3 +132,26 @@ def test_serve_shows_the_page_unless_no_ui(flags, ui, monkeypatch):
     with pytest.raises(Started):
         main(["serve", "demo", *flags])
     assert seen["ui"] is ui
+
+
+def test_the_model_picker_says_each_models_state(process_tools, tiny_model, tmp_path, browser):
+    """A server of several models: the picker lists them with their state, and a reply from
+    one that was unloaded shows it loaded."""
+    command = lambda port: [  # noqa: E731
+        *process_tools.llmkit_command(), "serve", "--model", f"first={tiny_model}",
+        "--model", f"second={tiny_model}", "--log-level", "warning", "--port", str(port),
+    ]  # fmt: skip
+    proc, url = process_tools.spawn(command, tmp_path / "serve.log")
+    try:
+        page = browser.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url + "/")
+        options = page.locator("#model option")
+        expect(options).to_have_text(["first (unloaded)", "second (unloaded)"])
+        page.get_by_label("Model").select_option("second")
+        ask(page, "Hello", 4)
+        watch_reply(page)
+        expect(page.get_by_role("status")).to_contain_text("Done:")
+        expect(options).to_have_text(["first (unloaded)", "second (loaded)"])
+    finally:
+        process_tools.stop(proc)

@@ -156,7 +156,8 @@ class StructuredOutputs(WireModel):
     json_schema: JsonObject | None = Field(default=None, alias="json")
     json_object: bool | None = None
     regex: str | None = None
-    choice: list[str] | None = None
+    # An empty choice is no answer at all: with min_tokens no token could ever be drawn.
+    choice: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
     grammar: str | None = None
 
 

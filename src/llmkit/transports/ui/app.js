@@ -102,7 +102,9 @@ async function loadModels() {
     return true;
   }
   const chosen = (m) => m.id === chosenModel;
-  ui.model.replaceChildren(...cards.map((m) => new Option(m.id, m.id, false, chosen(m))));
+  // A server of several models says each one's state (loaded, loading, unloaded, failed).
+  const label = (m) => (m.state ? `${m.id} (${m.state})` : m.id);
+  ui.model.replaceChildren(...cards.map((m) => new Option(label(m), m.id, false, chosen(m))));
   ui.model.disabled = false;
   modelChosen();
   return true;
@@ -250,6 +252,7 @@ async function answer() {
   if (message.status === "failed") setStatus("Failed."); // the reason is in the reply, once
   if (chats.all.includes(conversation)) chats.touch();
   updateSend();
+  if (Object.values(models).some((m) => m.state)) loadModels(); // the reply loaded its model
   if (chats.current === conversation) refreshActions();
   ui.list.replaceChildren(...conversationList(chats));
   follow.update(); // the reply's buttons came last
