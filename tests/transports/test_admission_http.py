@@ -41,7 +41,7 @@ def wait_server(module_server, tiny_model):
     return module_server(
         tiny_model,
         "--max-model-len",
-        "512",
+        "2048",
         "--max-num-seqs",
         "1",
         "--max-queue-wait-s",
@@ -133,7 +133,9 @@ async def test_a_stream_waiting_in_the_queue_gets_keep_alive_comments(burst_serv
 
 async def test_only_requests_that_waited_past_max_queue_wait_fail(wait_server):
     async with httpx.AsyncClient(base_url=wait_server.url, timeout=60) as http:
-        running = asyncio.create_task(http.post("/v1/completions", json=_body("long", 480)))
+        # Long enough to outlast the 0.5 s wait on a fast machine (the tiny model decodes
+        # 480 tokens in less).
+        running = asyncio.create_task(http.post("/v1/completions", json=_body("long", 2000)))
         deadline = Deadline(10, "the long request to run")
         while metric((await http.get("/metrics")).text, "llmkit:num_requests_running") < 1:
             if deadline.passed():
@@ -146,7 +148,7 @@ async def test_only_requests_that_waited_past_max_queue_wait_fail(wait_server):
         assert "retry-after" in stuck.headers
         first = await running
         assert first.status_code == 200
-        assert first.json()["usage"]["completion_tokens"] == 480
+        assert first.json()["usage"]["completion_tokens"] == 2000
         # Queued behind a short request, these wait far less than the limit.
         quick = await asyncio.gather(
             *(http.post("/v1/completions", json=_body(f"quick {i}", 4)) for i in range(3))

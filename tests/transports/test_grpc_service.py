@@ -286,7 +286,7 @@ async def test_logprobs_and_prompt_logprobs_ride_along(stub):
 async def test_overload_is_unavailable_and_the_standard_health_service_answers(tiny_model):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    config = EngineConfig(tiny_model, max_model_len=256, max_num_seqs=1, max_queued_requests=1)
+    config = EngineConfig(tiny_model, max_model_len=2048, max_num_seqs=1, max_queued_requests=1)
     async with (
         AsyncEngine(config) as engine,
         serve_grpc(engine, "127.0.0.1:0") as server,
@@ -296,7 +296,8 @@ async def test_overload_is_unavailable_and_the_standard_health_service_answers(t
         service = health_pb2.HealthCheckRequest(service="vllm.grpc.engine.VllmEngine")
         assert (await health.Check(service)).status == health_pb2.HealthCheckResponse.SERVING
         stub = pb_grpc.VllmEngineStub(channel)
-        long = {"stream": True, "max_tokens": 240, "ignore_eos": True}
+        # Long enough that the first still runs while the second queues on a fast machine.
+        long = {"stream": True, "max_tokens": 2000, "ignore_eos": True}
         calls = [stub.Generate(request(request_id=f"q{i}", **long)) for i in range(2)]
         await calls[0].read()
         deadline = Deadline(5, "the second request to queue behind the first")

@@ -200,7 +200,7 @@ def _fit_structured(schemas: dict[str, Any]) -> None:
         "json": {"type": "object"},
         "json_object": {"const": True},
         "regex": {"type": "string", "minLength": 1},
-        "choice": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "choice": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
         "grammar": {"type": "string", "minLength": 1},
     }
     unset = {name: {"type": "null"} for name in kinds} | {"json_object": {"enum": [None, False]}}
