@@ -250,12 +250,6 @@ def dequantize(packed: Packed) -> torch.Tensor:
     return (scale[..., None] * sub - low[..., None]).view(np_, kp)
 
 
-def tiles_of(packed: Packed, tiles: torch.Tensor) -> Packed:
-    """The weight's output tiles ``tiles`` (1-D) alone, as a weight of their own."""
-    parts = [t.index_select(0, tiles) if t.numel() else t for t in packed[1:]]
-    return Packed(packed.fmt, *parts)
-
-
 def linear(
     x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
 ) -> torch.Tensor:
