@@ -298,8 +298,12 @@ async def test_overload_is_unavailable_and_the_standard_health_service_answers(t
         stub = pb_grpc.VllmEngineStub(channel)
         # Long enough that the first still runs while the second queues on a fast machine.
         long = {"stream": True, "max_tokens": 2000, "ignore_eos": True}
-        calls = [stub.Generate(request(request_id=f"q{i}", **long)) for i in range(2)]
+        # The second is sent once the first runs (sent together, it could find the first
+        # still queued and be refused), and read in the background so that it is sent.
+        calls = [stub.Generate(request(request_id="q0", **long))]
         await calls[0].read()
+        calls.append(stub.Generate(request(request_id="q1", **long)))
+        second = asyncio.ensure_future(calls[1].read())
         deadline = Deadline(5, "the second request to queue behind the first")
         while engine.stats().num_queued != 1:
             if deadline.passed():
@@ -310,6 +314,7 @@ async def test_overload_is_unavailable_and_the_standard_health_service_answers(t
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         for call in calls:
             call.cancel()
+        second.cancel()
         await settled(engine)
 
 
