@@ -7,7 +7,7 @@ Times decode batches (1..256 requests at 128..8192 tokens of context) and mixed 
 the numbers are the GPU's time, not the host's launch time. For each it prints the achieved
 HBM bandwidth (K/V read once per step, plus Q read and O written, over the time), that as
 a share of this GPU's copy bandwidth measured in the same run, the time without split-KV,
-the speed-up over the torch backend, and for decodes the time of
+the speed-up over the torch backend, and for decodes and whole prompts the time of
 ``scaled_dot_product_attention`` on its flash backend over K/V already gathered into
 contiguous ``[batch, kv_heads, context, head_dim]`` tensors (the gather not timed: the
 best a non-paged kernel does on the same shape), as a markdown table.
@@ -25,6 +25,7 @@ import torch
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 DECODE_BATCHES = (1, 8, 32, 64, 128, 256)
 DECODE_CONTEXTS = (128, 512, 2048, 8192)
+PREFILLS = ((4, 1024), (1, 4096), (8, 512), (2, 2048))
 
 
 @dataclass
@@ -48,7 +49,8 @@ def cases() -> list[Case]:
     # later chunk of a long prompt) sharing the step with running decodes.
     out.append(Case("mixed: 2048 prompt + 64 decodes", [0] + [2047] * 64, [2048] + [1] * 64))
     out.append(Case("mixed: 512 of 4096 + 32 decodes", [3584] + [4095] * 32, [512] + [1] * 32))
-    out.append(Case("prefill: 4 x 1024", [0] * 4, [1024] * 4))
+    # Whole prompts (a first step, or a batch job): SDPA flash's home ground.
+    out += [Case(f"prefill: {b} x {n}", [0] * b, [n] * b) for b, n in PREFILLS]
     return out
 
 
@@ -109,7 +111,8 @@ def copy_bandwidth(do_bench, device) -> float:
 
 
 def sdpa_flash_ms(do_bench, query, k_cache, v_cache, meta) -> float:
-    """SDPA's flash kernel on this decode batch's K/V gathered to contiguous tensors."""
+    """SDPA's flash kernel on this batch's K/V gathered to contiguous tensors: a decode
+    batch, or whole prompts of one length (causal)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
 
@@ -122,15 +125,19 @@ def sdpa_flash_ms(do_bench, query, k_cache, v_cache, meta) -> float:
         return rows.transpose(1, 2).contiguous()
 
     k, v = gather(k_cache), gather(v_cache)
-    q = query.view(num_reqs, 1, *query.shape[1:]).transpose(1, 2)
+    q_len = meta.max_query_len  # 1 (decode) or the prompt length (prefill)
+    q = query.view(num_reqs, q_len, *query.shape[1:]).transpose(1, 2)
+    causal = q_len > 1
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         try:
-            scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
         except RuntimeError:  # a flash kernel without GQA: give it every query head's K/V
             group = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
             print(f"(SDPA flash without GQA: K/V expanded {group}x)", file=sys.stderr)
-        return do_bench(lambda: scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        return do_bench(
+            lambda: scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        )
 
 
 def timed(do_bench, backend, inputs: tuple) -> float:
@@ -145,6 +152,7 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--skip-torch", action="store_true", help="skip the torch reference")
+    parser.add_argument("--only", default="", help="only the cases whose label starts so")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit(
@@ -189,7 +197,7 @@ def main() -> None:
     auto, unsplit = TritonAttentionBackend(), TritonAttentionBackend(num_splits=1)
     reference = TorchAttentionBackend()
     scale = args.head_dim**-0.5
-    for case in cases():
+    for case in (c for c in cases() if c.label.startswith(args.only)):
         query, k_cache, v_cache, meta = build(
             case, heads, args.head_dim, args.block_size, dtype, device
         )
@@ -205,8 +213,9 @@ def main() -> None:
         ms_unsplit = timed(do_bench, unsplit, inputs) if splits > 1 else ms
         # The torch backend copies host metadata to the GPU, which a graph cannot capture.
         ms_torch = math.nan if args.skip_torch else timed(plain_bench, reference, inputs)
-        decode = meta.max_query_len == 1
-        ms_sdpa = sdpa_flash_ms(do_bench, query, k_cache, v_cache, meta) if decode else math.nan
+        # SDPA takes one query length for every request: decodes, or prompts alike.
+        same = len(set(case.q_lens)) == 1 and (case.q_lens[0] == 1 or not any(case.prior))
+        ms_sdpa = sdpa_flash_ms(do_bench, query, k_cache, v_cache, meta) if same else math.nan
         # Agreement check, so a fast but wrong kernel cannot post a number.
         if not args.skip_torch:
             got = auto.forward(query, k_cache, v_cache, meta, scale).float()
@@ -216,7 +225,7 @@ def main() -> None:
                 sys.exit(f"{case.label}: triton and torch disagree (relative error {err:.1e})")
         bw = min_bytes(case, heads, args.head_dim, elem) / (ms * 1e-3)
         tflops = flops(case, heads, args.head_dim) / (ms * 1e-3) / 1e12
-        sdpa = f"{ms_sdpa * 1e3:.1f} | {ms_sdpa / ms:.2f}x" if decode else "- | -"
+        sdpa = f"{ms_sdpa * 1e3:.1f} | {ms_sdpa / ms:.2f}x" if same else "- | -"
         print(
             f"| {case.label} | {splits} | {ms * 1e3:.1f} | {ms_unsplit * 1e3:.1f} | "
             f"{ms_torch * 1e3:.1f} | {ms_torch / ms:.2f}x | {sdpa} | {bw / 1e9:.0f} | "

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The checks and benchmarks that need a CUDA GPU, in one go (issue 16):
 #
-#     bash benchmarks/cuda_checks.sh [STEP ...]  # steps: tests attention throughput eager profile
+#     bash benchmarks/cuda_checks.sh [STEP ...]
+#
+# steps: tests kernel-tests attention prefill throughput sync eager profile
 #
 # Run from the repository root on a GPU machine whose python3 has torch and triton.
 # Installs llmkit (editable, no dependencies fetched: wheels in .whl/ are installed first
@@ -41,19 +43,31 @@ steps=("$@")
 for s in "${steps[@]}"; do
     case $s in
     tests)
-        [ -z "${SKIP_KERNEL_TESTS:-}" ] &&
-            step kernel-tests 300 python3 -m pytest -q -p no:cacheprovider tests/kernels
-        step engine-tests 300 python3 -m pytest -q -p no:cacheprovider tests/gpu \
-            tests/model/test_quantization.py -k cuda
+        # The CUDA tests CI skips, and the async-scheduling tests (device auto: the GPU).
+        step engine-tests 240 python3 -m pytest -q -p no:cacheprovider tests/gpu \
+            tests/engine/test_async_scheduling.py "tests/model/test_quantization.py::test_cuda_kernels_accuracy_against_float32"
+        ;;
+    kernel-tests)
+        step kernel-tests 200 python3 -m pytest -q -p no:cacheprovider tests/kernels
         ;;
     attention)
         step attention-gqa4-d128 240 python3 benchmarks/attention.py --heads 32 8 --head-dim 128
         step attention-gqa1-d64 240 python3 benchmarks/attention.py --heads 16 16 --head-dim 64
         step attention-gqa8-d128 240 python3 benchmarks/attention.py --heads 32 4 --head-dim 128
         ;;
+    prefill)  # the prefill tiles against SDPA flash on the same shapes
+        step prefill-gqa4-d128 100 python3 benchmarks/attention.py --heads 32 8 --head-dim 128 \
+            --only prefill --skip-torch
+        step prefill-gqa7-d64 100 python3 benchmarks/attention.py --heads 14 2 --head-dim 64 \
+            --only prefill --skip-torch
+        ;;
     throughput)
-        step throughput 400 python3 benchmarks/throughput.py --model qwen2.5-0.5b \
+        step throughput 240 python3 benchmarks/throughput.py --model qwen2.5-0.5b \
             --dtype bfloat16 --num-requests 256 --hf-batch-sizes "${HF_BATCH_SIZES:-64,128,256}"
+        ;;
+    sync)  # llmkit with async scheduling off: the step breakdown before
+        step sync 150 python3 benchmarks/throughput.py --model qwen2.5-0.5b \
+            --dtype bfloat16 --num-requests 256 --hf-batch-sizes "" --async-scheduling off
         ;;
     eager)  # llmkit without CUDA graphs, for the graphs' share
         step eager 300 python3 benchmarks/throughput.py --model qwen2.5-0.5b \

@@ -7,7 +7,11 @@ Runs on CUDA when there is a GPU (both sides), else on the CPU. Prints output to
 for both and their ratio, the workload's compute floor (matmul FLOPs over this device's
 measured GEMM rate in the same dtype) and where llmkit's wall time goes: on the CPU, the
 share outside the model forward; on CUDA, the share during which the GPU runs no kernel
-(scheduling, batch building, launches, sampling on the host), from a profiled second run.
+(scheduling, batch building, launches, sampling on the host), from a profiled second run,
+and the host's time per step by phase: scheduling, launching the step (batch building,
+copies, kernel launches, sampling queued), waiting for its tokens, and handling them
+(detokenizing, stop checks, outputs). With async scheduling the wait is where the host
+has nothing left to do before the GPU does.
 ``qwen2.5-0.5b`` is a random-weight model of that shape (vocabulary 151936), built locally.
 """
 
@@ -22,6 +26,7 @@ from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import Jobs, token_jobs
 from llmkit.model.demo import ModelSpec, build_model, default_cache_dir
 from llmkit.model.names import resolve_model
+from llmkit.model.sampler import Sampled
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # Qwen2.5-0.5B's shape: 24 layers, hidden 896, 14 query / 2 KV heads of 64, tied embeddings.
@@ -109,15 +114,48 @@ def gpu_busy_seconds(llm: LLM, prompts, params) -> tuple[float, float]:
     return wall, busy * 1e-6
 
 
+PHASES = ("schedule", "launch", "wait", "finish")
+
+
+def time_phases(llm: LLM) -> dict[str, float]:
+    """Wrap the core's step phases in timers; returns the seconds they add up to (``finish``
+    includes ``wait``, the host blocked on the step's tokens)."""
+    core, spent = llm._core, dict.fromkeys(PHASES, 0.0)
+
+    def timed(owner, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[phase] += time.perf_counter() - t0
+
+        setattr(owner, name, wrapper)
+
+    timed(core.scheduler, "schedule", "schedule")
+    timed(core, "_launch", "launch")
+    timed(core, "_finish", "finish")
+    timed(Sampled, "tokens", "wait")
+    return spent
+
+
 def run_llmkit(
-    model: str, jobs, dtype: str, host_profile: int = 0, enforce_eager: bool = False
+    model: str,
+    jobs,
+    dtype: str,
+    host_profile: int = 0,
+    enforce_eager: bool = False,
+    async_scheduling: bool | None = None,
 ) -> tuple[float, float, int, torch.dtype]:
     """(wall s, s in the forward on CPU or with the GPU busy on CUDA, steps, the dtype).
 
     ``host_profile``: also print the functions with the most own time (cProfile) in one
     more run.
     """
-    llm = LLM(model, dtype=dtype, enforce_eager=enforce_eager)
+    llm = LLM(model, dtype=dtype, enforce_eager=enforce_eager, async_scheduling=async_scheduling)
+    print(f"async scheduling: {'on' if llm._core.async_scheduling else 'off'}")
     runner = llm._core.runner
     forward = {"s": 0.0}
     for name in ("execute", "compute_logits"):
@@ -136,11 +174,19 @@ def run_llmkit(
     llm.generate(prompts[:4], params[:4], use_tqdm=False)  # warm up
     forward["s"] = 0.0
     steps = llm.stats().steps
+    phases = time_phases(llm)
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     sync()
     wall = time.perf_counter() - t0
     steps = llm.stats().steps - steps
+    ms = {k: 1e3 * v / steps for k, v in phases.items()}
+    print(
+        "host per step: "
+        + ", ".join(f"{k} {ms[k]:.2f} ms" for k in ("schedule", "launch", "wait"))
+        + f", handling tokens {ms['finish'] - ms['wait']:.2f} ms, other "
+        f"{1e3 * wall / steps - ms['schedule'] - ms['launch'] - ms['finish']:.2f} ms"
+    )
     assert sum(len(o.outputs[0].token_ids) for o in outs) == sum(o for _, o in jobs)
     if host_profile:
         import cProfile
@@ -196,6 +242,12 @@ def main() -> None:
         help="print the N functions with the most own time in a cProfile'd llmkit run",
     )
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    parser.add_argument(
+        "--async-scheduling",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="llmkit's async scheduling (auto: on for CUDA)",
+    )
     args = parser.parse_args()
     model = model_path(args.model)
     from transformers import AutoConfig
@@ -210,8 +262,9 @@ def main() -> None:
         f"{where}, torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
 
+    overlap = {"auto": None, "on": True, "off": False}[args.async_scheduling]
     wall, inside, steps, dtype = run_llmkit(
-        model, jobs, args.dtype, args.host_profile, args.enforce_eager
+        model, jobs, args.dtype, args.host_profile, args.enforce_eager, overlap
     )
     ours = useful / wall
     outside = "the GPU idle" if DEVICE.type == "cuda" else "outside the forward"

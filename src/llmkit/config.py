@@ -135,6 +135,15 @@ class EngineConfig:
             "captured at start-up (for debugging, or to save the graphs' memory)"
         },
     )
+    async_scheduling: bool | None = field(
+        default=None,
+        metadata={
+            "help": "queue each step on the device before the host has read the previous "
+            "step's tokens, so the host's scheduling and output work overlap the model's "
+            "(vLLM's async scheduling); a request that stopped wastes one row of the next "
+            "step. Unset: on for CUDA, off on CPU"
+        },
+    )
     task: str = field(
         default="auto",
         metadata={
@@ -253,6 +262,9 @@ class EngineConfig:
         at_least("max_queued_tokens", self.max_queued_tokens, 1, None)
         at_least("max_loras", self.max_loras, 1)
         at_least("max_lora_rank", self.max_lora_rank, 1)
+        if self.async_scheduling and self.tensor_parallel_size > 1:
+            # The workers read each step's token ids from the host.
+            raise ValueError("async_scheduling does not work with tensor_parallel_size > 1")
         if self.enable_lora and self.tensor_parallel_size > 1:
             # The LoRA slices are sized from the whole projection, not a rank's shard of it.
             raise ValueError("enable_lora does not work with tensor_parallel_size > 1 yet")

@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import torch
 
@@ -16,11 +17,12 @@ from llmkit.engine.lora_store import LoRAStore
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.pooling import pool_step
 from llmkit.engine.resolve import resolve
+from llmkit.engine.sample_batch import SampleBatch, plain_sample_batch
 from llmkit.engine.sched.admission import AdmissionQueue
 from llmkit.engine.sched.kv_cache import BlockAllocator
 from llmkit.engine.sched.request import Request, RequestStatus
 from llmkit.engine.sched.scheduler import Scheduler, SchedulerOutput
-from llmkit.engine.sched.step_rows import plan_rows
+from llmkit.engine.sched.step_rows import StepRows, plan_rows
 from llmkit.engine.sched.stop import check_stop
 from llmkit.engine.seq_state import SeqState
 from llmkit.engine.speculative import create_speculative_decoder
@@ -31,10 +33,29 @@ from llmkit.executor.runner import create_runner
 from llmkit.model.cpu_kernels import start_cpu_kernel_builds
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.runner import resolve_device
-from llmkit.model.sampler import SampledToken, Sampler
-from llmkit.outputs import Logprob, PositionLogprobs
+from llmkit.model.sampler import Sampled, SampledToken, Sampler
+from llmkit.model.transfer import take_rows
+from llmkit.outputs import Logprob, PositionLogprobs, SpecDecodeCounts
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Launched:
+    """A step queued on the device: what its tokens mean once the host reads them."""
+
+    sched: SchedulerOutput
+    plan: StepRows
+    logits: torch.Tensor | None
+    batch: SampleBatch | None = None
+    sampled: Sampled | None = None
+    rows: dict[Request, int] = field(default_factory=dict)  # each request's sampled row
+    hidden: torch.Tensor | None = None  # kept for pooling
+
+    @property
+    def must_finish_now(self) -> bool:
+        """Pooling reads hidden rows that the next step's CUDA graph may overwrite."""
+        return bool(self.plan.pool)
 
 
 class EngineCore:
@@ -67,6 +88,12 @@ class EngineCore:
         self.spec = create_speculative_decoder(
             config, model.info, self.tokenizer, self.runner.num_blocks
         )
+        self.async_scheduling = resolve_async_scheduling(
+            config, self.runner.device, speculative=self.spec is not None
+        )
+        self._in_flight: _Launched | None = None  # with async scheduling, the step queued
+        # The user requests whose sampling needs each last token on the host (see step).
+        self._host_bound: set[str] = set()
         self._requests: dict[str, list[Request]] = {}  # user request id -> its sequences
         self._seqs: dict[Request, SeqState] = {}
         self._steps = self._generated_tokens = self._prompt_tokens = self._preemptions = 0
@@ -98,6 +125,8 @@ class EngineCore:
             state.mark_updated()
             return state
         self._requests[state.request_id] = requests
+        if any(_needs_host_tokens(req) for req in requests):
+            self._host_bound.add(state.request_id)
         self.queue.enter(state.request_id, requests[0].arrival_time, len(state.prompt_token_ids))
         for req, seq in zip(requests, seqs):
             self._seqs[req] = seq
@@ -124,11 +153,14 @@ class EngineCore:
         return [s for rid in list(self._requests) if (s := self.abort(rid)) is not None]
 
     def has_work(self) -> bool:
-        return self.scheduler.has_work()
+        return self.scheduler.has_work() or self._in_flight is not None
 
     def close(self) -> None:
         """Release what the core started (tensor-parallel workers); idempotent."""
         self.runner.close()
+
+    def _spec_totals(self) -> SpecDecodeCounts:
+        return self.spec.totals if self.spec is not None else SpecDecodeCounts()
 
     def stats(self) -> EngineStats:
         return EngineStats(
@@ -141,32 +173,69 @@ class EngineCore:
             prompt_tokens=self._prompt_tokens,
             steps=self._steps,
             num_preemptions=self._preemptions,
-            **{f"spec_{k}": v for k, v in dataclasses.asdict(self.spec.totals).items()},
+            **{f"spec_{k}": v for k, v in dataclasses.asdict(self._spec_totals()).items()},
             **self.queue.stats_fields(),
         )
 
     # ---- the step ------------------------------------------------------------------
 
     def step(self) -> list[RequestState]:
-        """Run one step; returns the states that have something new to read."""
+        """Run one step; returns the states that have something new to read.
+
+        With async scheduling a step is queued on the device and its tokens are read in the
+        next call, after that call has queued its own step: the host schedules and prepares
+        step N+1, and handles step N's tokens (detokenizing, stop checks, outputs), while the
+        device computes. Step N+1 reads step N's tokens on the device; a request that step N
+        finished wastes its row of step N+1, whose token is dropped.
+        """
         touched = self._expire_waiting()
-        self.spec.propose(self.scheduler.running)
+        if self._in_flight is not None and self._host_bound:
+            # Some request's next sampling needs its last token on the host (a grammar,
+            # penalties, min_tokens): no step runs ahead of its tokens while it lives.
+            touched += self._finish_in_flight()
+        if self.spec is not None:
+            self.spec.propose(self.scheduler.running)
         sched = self.scheduler.schedule()
         self._preemptions += len(sched.preempted)
+        launched = None
         if sched:
             self._steps += 1
             for req in sched.requests:
                 self.queue.started(self._seqs[req].state.request_id, time.monotonic())
-            try:
-                touched += self._execute(sched)
-            except EngineDeadError:
-                raise  # a lost tensor-parallel worker: no later step can run either
-            except Exception as exc:  # one bad step must not end the engine
-                logger.exception("engine step failed; failing its %d requests", len(sched.requests))
-                touched += self._fail(sched.requests, f"engine step failed: {exc!r}")
-        for state in touched:
+            with self._step_failures(sched.requests, touched):
+                launched = self._launch(sched)
+        touched += self._finish_in_flight()
+        if launched is not None:
+            self._in_flight = launched
+            if not self.async_scheduling or launched.must_finish_now:
+                touched += self._finish_in_flight()
+        for state in dict.fromkeys(touched):
             state.mark_updated()
         return touched
+
+    def _finish_in_flight(self) -> list[RequestState]:
+        """Read the tokens of the step in flight, if any, and update its requests."""
+        launched, self._in_flight = self._in_flight, None
+        if launched is None:
+            return []
+        touched: list[RequestState] = []
+        with self._step_failures(launched.sched.requests, touched):
+            touched += self._finish(launched)
+        return touched
+
+    @contextlib.contextmanager
+    def _step_failures(
+        self, requests: list[Request], touched: list[RequestState]
+    ) -> Iterator[None]:
+        """A step that fails fails its requests alone; a lost tensor-parallel worker (no
+        later step can run either) ends the engine."""
+        try:
+            yield
+        except EngineDeadError:
+            raise
+        except Exception as exc:  # one bad step must not end the engine
+            logger.exception("engine step failed; failing its %d requests", len(requests))
+            touched += self._fail(requests, f"engine step failed: {exc!r}")
 
     def _expire_waiting(self) -> list[RequestState]:
         """Fail the requests that waited longer than ``max_queue_wait_s`` for a first step."""
@@ -174,38 +243,70 @@ class EngineCore:
         overdue = self.queue.overdue(limit, time.monotonic()) if limit else []
         return [s for rid, exc in overdue for s in self._fail(self._requests[rid][:1], exc)]
 
-    def _execute(self, sched: SchedulerOutput) -> list[RequestState]:
+    def _launch(self, sched: SchedulerOutput) -> _Launched:
+        """Queue the step's forward and sampling on the device, waiting for neither."""
         seqs = self.encoder.seq_inputs(sched.requests, sched.num_new_tokens, self.allocator)
+        prev = self._in_flight
         for req, seq_input in zip(sched.requests, seqs):
             seq_input.lora = self._seqs[req].lora
-        self.spec.fill(sched.requests, seqs, self._seqs)
-        hidden = self.runner.execute(self.spec.expand(sched.requests, seqs))
+            if req.num_output_placeholders:
+                assert prev is not None, "a token is in flight but no step is"
+                seq_input.in_flight_row = prev.rows[req]
+        if self.spec is not None:
+            self.spec.fill(sched.requests, seqs, self._seqs)
+            seqs = self.spec.expand(sched.requests, seqs)
+        in_flight = prev.sampled.token_ids if prev is not None and prev.sampled else None
+        hidden = self.runner.execute(seqs, in_flight)
         plan = plan_rows(sched, self._reported_prompt_logprobs)
-        logits = self.runner.compute_logits(hidden[plan.rows]) if plan.rows else None
+        logits = self.runner.compute_logits(take_rows(hidden, plan.rows)) if plan.rows else None
+        self.scheduler.advance(sched)
+        launched = _Launched(sched, plan, logits)
+        if plan.pool:
+            launched.hidden = hidden  # pooled at once: a graph's output is overwritten
+        if plan.sample:
+            assert logits is not None
+            launched.batch = (
+                self.spec.sample_batch(plan.sample, self._seqs)
+                if self.spec is not None
+                else plain_sample_batch(plan.sample, self._seqs)
+            )
+            b = launched.batch
+            launched.sampled = self.sampler.sample(
+                take_rows(logits, b.logit_rows), b.rows, b.drafts, b.draft_probs
+            )
+            for (req, _), (first, _) in zip(plan.sample, b.spans):
+                req.num_output_placeholders += 1
+                launched.rows[req] = first
+        return launched
+
+    def _finish(self, launched: _Launched) -> list[RequestState]:
+        """Wait for a launched step's tokens and update its requests with them."""
+        plan, logits = launched.plan, launched.logits
         touched: dict[str, RequestState] = {}
         for req, first, row, count in plan.prompt_logprobs:
             assert logits is not None
-            with self._isolated(req, touched):
-                self._add_prompt_logprobs(req, first, logits[row : row + count])
-        self.scheduler.advance(sched)
-        if plan.sample:
-            assert logits is not None
-            batch = self.spec.sample_batch(plan.sample, self._seqs)
-            tokens = self.sampler(
-                logits[batch.logit_rows], batch.rows, batch.drafts, batch.draft_probs
-            )
-            for (req, _), (a, b) in zip(plan.sample, batch.spans):
-                seq = self._seqs.get(req)
-                if seq is None:  # a sibling's failure ended the whole request
-                    continue
+            if req in self._seqs:
                 with self._isolated(req, touched):
-                    for token in self.spec.verify(req, tokens[a:b], self.scheduler, seq.state):
+                    self._add_prompt_logprobs(req, first, logits[row : row + count])
+        if launched.sampled is not None and launched.batch is not None:
+            tokens = launched.sampled.tokens()
+            for (req, _), (a, b) in zip(plan.sample, launched.batch.spans):
+                req.num_output_placeholders -= 1
+                seq = self._seqs.get(req)
+                if seq is None or req.is_finished:
+                    continue  # ended while its token was in flight (stopped, aborted, failed)
+                with self._isolated(req, touched):
+                    emitted = tokens[a:b]
+                    if self.spec is not None:
+                        emitted = self.spec.verify(req, emitted, self.scheduler, seq.state)
+                    for token in emitted:
                         self._append_token(req, token)
                         if req.is_finished:  # the rest would run past its stop
                             break
                 touched[seq.state.request_id] = seq.state
         if plan.pool:
-            for state in self._pool(plan.pool, hidden):
+            assert launched.hidden is not None
+            for state in self._pool(plan.pool, launched.hidden):
                 touched[state.request_id] = state
         return list(touched.values())
 
@@ -310,6 +411,31 @@ class EngineCore:
 
     def _forget(self, state: RequestState) -> None:
         self.queue.ended(state.request_id)
+        self._host_bound.discard(state.request_id)
         for req in self._requests.pop(state.request_id, []):
             self._seqs.pop(req, None)
             self.encoder.free(req)
+
+
+def _needs_host_tokens(req: Request) -> bool:
+    """Whether sampling ``req`` reads its output tokens on the host: a grammar advanced by
+    each token, penalties counted over them, or ``min_tokens`` counting them."""
+    params = req.sampling_params
+    if params is None:
+        return False
+    return req.matcher is not None or params.needs_penalties or params.min_tokens > 0
+
+
+def resolve_async_scheduling(
+    config: EngineConfig, device: torch.device, *, speculative: bool
+) -> bool:
+    """``async_scheduling``; auto (None) is on for CUDA, where the host would otherwise leave
+    the GPU idle while it prepares each step, and off on CPU, where the host's step work
+    and the model's share the same cores. Speculative decoding checks each step's proposals
+    on the host before the next step, so it runs steps one at a time."""
+    if config.async_scheduling is None:
+        return device.type == "cuda" and not speculative
+    if config.async_scheduling and speculative:
+        logger.info("speculative decoding runs steps one at a time: async scheduling is off")
+        return False
+    return config.async_scheduling

@@ -25,29 +25,18 @@ from llmkit.context_window import context_room
 from llmkit.engine.draft import DraftModel
 from llmkit.engine.output_state import RequestState
 from llmkit.engine.protocol import ModelInfo
+from llmkit.engine.sample_batch import SampleBatch
 from llmkit.engine.sched.ngram import NgramProposer
 from llmkit.engine.sched.request import Request
 from llmkit.engine.sched.scheduler import Scheduler
 from llmkit.engine.seq_state import SeqState
 from llmkit.engine.tokenizer import Tokenizer
 from llmkit.model.runner import SeqInput
-from llmkit.model.sampler import SampledToken, SamplingRow
+from llmkit.model.sampler import SampledToken
 from llmkit.outputs import SpecDecodeCounts
 
 logger = logging.getLogger(__name__)
 _LOG_EVERY_DRAFTS = 1000  # an acceptance-rate line in the log after this many checks
-
-
-@dataclass
-class SampleBatch:
-    """The sampler's input for a step: rows, their logit rows and drafts, and each
-    request's span of them."""
-
-    rows: list[SamplingRow]
-    logit_rows: list[int]
-    drafts: list[int | None]
-    spans: list[tuple[int, int]]
-    draft_probs: torch.Tensor | None = None  # [rows, vocab]: a draft model's q, else None
 
 
 @dataclass
@@ -70,18 +59,18 @@ class _Pace:
 class SpeculativeDecoder:
     """Proposes before each step and checks after it; counts what happened (``totals``)."""
 
-    def __init__(self, spec: dict | None, max_model_len: int, draft: DraftModel | None = None):
+    def __init__(self, spec: dict, max_model_len: int, draft: DraftModel | None = None):
         self.proposer = (
             NgramProposer(
                 spec["num_speculative_tokens"], spec["prompt_lookup_max"], spec["prompt_lookup_min"]
             )
-            if spec and spec["method"] == "ngram"
+            if spec["method"] == "ngram"
             else None
         )
         self.draft = draft
-        self.k = spec["num_speculative_tokens"] if spec else 0
+        self.k: int = spec["num_speculative_tokens"]
         # vLLM's: at this many running requests a step's rows are better spent on them all
-        self.disable_at: int | None = spec["disable_by_batch_size"] if spec else None
+        self.disable_at: int | None = spec["disable_by_batch_size"]
         self.max_model_len = max_model_len
         self._probs: dict[Request, torch.Tensor | None] = {}  # this step's draft q
         self.totals = SpecDecodeCounts()
@@ -93,8 +82,6 @@ class SpeculativeDecoder:
 
         Structured outputs are left out: their grammar advances one sampled token at a time.
         """
-        if not self.k:
-            return
         for req in running:
             req.spec_token_ids.clear()
         if self.disable_at is not None and len(running) >= self.disable_at:
@@ -181,8 +168,6 @@ class SpeculativeDecoder:
         state: RequestState,
     ) -> list[SampledToken]:
         """The tokens ``req`` emits from its rows' ``tokens``; rejected proposals' KV goes."""
-        if not self.k:
-            return tokens
         spec = list(req.spec_token_ids)  # reject_drafts clears the request's
         with state.lock:  # with speculation on, every request reports its counts
             if state.spec_decode is None:
@@ -220,12 +205,14 @@ class SpeculativeDecoder:
 
 def create_speculative_decoder(
     config: EngineConfig, info: ModelInfo, tokenizer: Tokenizer, num_blocks: int
-) -> SpeculativeDecoder:
-    """The decoder ``config.speculative_config`` asks for (one that does nothing if none);
-    a draft model is loaded here, and ``ValueError`` names what makes it unusable."""
+) -> SpeculativeDecoder | None:
+    """The decoder ``config.speculative_config`` asks for, None if none; a draft model is
+    loaded here, and ``ValueError`` names what makes it unusable."""
     spec = config.speculative_config
+    if spec is None:
+        return None
     draft = None
-    if spec is not None and spec["method"] == "draft_model":
+    if spec["method"] == "draft_model":
         draft = DraftModel(config, spec, info, tokenizer, num_blocks)
     return SpeculativeDecoder(spec, info.max_model_len, draft)
 

@@ -68,8 +68,14 @@ class TensorParallelRunner(ModelRunner):
         logger.info("tensor parallel over %d ranks", config.tensor_parallel_size)
 
     def forward(
-        self, batch: StepBatch, image_rows: tuple[torch.Tensor, torch.Tensor] | None = None
+        self,
+        batch: StepBatch,
+        image_rows: tuple[torch.Tensor, torch.Tensor] | None = None,
+        in_flight: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        # The workers read the batch's own token ids: tensor parallelism never schedules
+        # ahead of its tokens (EngineConfig refuses async scheduling with it).
+        assert not batch.in_flight, "tensor parallel steps carry no tokens in flight"
         try:
             self.channel.send_batch(batch)
             return super().forward(batch, image_rows)

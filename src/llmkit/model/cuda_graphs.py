@@ -18,11 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from llmkit.model.attention import AttentionMetadata
 from llmkit.model.context import ForwardContext
+from llmkit.model.transfer import scatter_in_flight, to_device
+
+if TYPE_CHECKING:
+    from llmkit.model.runner import StepBatch
 
 # Padding a step to the next size costs little next to the launches a graph saves.
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 512)
@@ -107,29 +112,28 @@ class DecodeGraphs:
         """The captured size a decode step of ``num_reqs`` requests pads to, if any."""
         return next((s for s in self.sizes if s >= num_reqs), None)
 
-    def replay(
-        self,
-        size: int,
-        input_ids: list[int],
-        positions: list[int],
-        slot_mapping: list[int],
-        seq_lens: list[int],
-        block_tables: list[list[int]],
-    ) -> torch.Tensor:
+    def replay(self, size: int, batch: StepBatch, in_flight: torch.Tensor | None) -> torch.Tensor:
         """Run the step's decodes through graph ``size``; returns hidden rows ``[B, hidden]``,
-        a view of the graph's output that the next replay overwrites."""
-        x, n = self.inputs, len(input_ids)
+        a view of the graph's output that the next replay overwrites. The inputs reach the
+        static buffers in the stream's order, so the host never waits for the GPU here."""
+        x, n, dev = self.inputs, len(batch.input_ids), self.inputs.input_ids.device
         zeros = [0] * (size - n)
-        longs = torch.tensor(
-            [input_ids + zeros, positions + zeros, slot_mapping + [-1] * (size - n)],
-            dtype=torch.int64,
+        longs = to_device(
+            [
+                batch.input_ids + zeros,
+                batch.positions + zeros,
+                batch.slot_mapping + [-1] * (size - n),
+            ],
+            torch.int64,
+            dev,
         )
         x.input_ids[:size].copy_(longs[0])
         x.positions[:size].copy_(longs[1])
         x.slot_mapping[:size].copy_(longs[2])
-        x.seq_lens[:size].copy_(torch.tensor(seq_lens + zeros, dtype=torch.int32))
-        width = len(block_tables[0])
-        x.block_tables[:n, :width].copy_(torch.tensor(block_tables, dtype=torch.int32))
+        x.seq_lens[:size].copy_(to_device(batch.seq_lens + zeros, torch.int32, dev))
+        width = len(batch.block_tables[0])
+        x.block_tables[:n, :width].copy_(to_device(batch.block_tables, torch.int32, dev))
+        scatter_in_flight(x.input_ids, batch.in_flight, in_flight)
         graph, out = self.graphs[size]
         graph.replay()
         return out[:n]

@@ -23,6 +23,7 @@ from llmkit.model.loader import load_model, model_class
 from llmkit.model.lora import LoRAModel
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.parallel import SINGLE, TensorParallel
+from llmkit.model.transfer import scatter_in_flight, to_device
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -35,6 +36,8 @@ class SeqInput:
     """One request's share of a step: ``token_ids`` from position ``start``, KV in ``block_ids``.
 
     ``images``: (offset into ``token_ids``, embedding rows) that replace placeholder tokens.
+    ``in_flight_row``: with async scheduling, the row of the previous step's sampled tokens
+    (still on the device) that is this sequence's last input token; -1: all are known.
     """
 
     token_ids: list[int]
@@ -42,6 +45,7 @@ class SeqInput:
     block_ids: list[int]
     images: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     lora: LoRAAdapter | None = None
+    in_flight_row: int = -1
 
 
 @dataclass
@@ -54,6 +58,8 @@ class StepBatch:
     query_start_loc: list[int]
     seq_lens: list[int]
     block_tables: list[list[int]]
+    # (flat index, row of the previous step's sampled tokens) for each input token in flight
+    in_flight: list[tuple[int, int]] = field(default_factory=list)
 
 
 def resolve_device(config: EngineConfig) -> torch.device:
@@ -222,16 +228,21 @@ class ModelRunner:
     def close(self) -> None:
         """Release what the runner started; nothing, in one process."""
 
-    def execute(self, seqs: list[SeqInput]) -> torch.Tensor:
-        """Run the model over the step's tokens; returns hidden states ``[T, hidden]``."""
+    def execute(self, seqs: list[SeqInput], in_flight: torch.Tensor | None = None) -> torch.Tensor:
+        """Run the model over the step's tokens; returns hidden states ``[T, hidden]``.
+        ``in_flight``: the previous step's sampled tokens, on the device, that the rows
+        named by ``in_flight_row`` read."""
         batch = flatten(seqs, self.block_size)
         if self.lora is not None:
             self.lora.prepare([s.lora for s in seqs], [len(s.token_ids) for s in seqs])
-        return self.forward(batch, self._image_rows(seqs, batch.query_start_loc))
+        return self.forward(batch, self._image_rows(seqs, batch.query_start_loc), in_flight)
 
     @torch.inference_mode()
     def forward(
-        self, batch: StepBatch, image_rows: tuple[torch.Tensor, torch.Tensor] | None = None
+        self,
+        batch: StepBatch,
+        image_rows: tuple[torch.Tensor, torch.Tensor] | None = None,
+        in_flight: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``image_rows``: image embeddings that replace placeholder rows (no tensor parallel
         model takes images, so the workers never need them)."""
@@ -240,27 +251,21 @@ class ModelRunner:
         if image_rows is None and len(batch.input_ids) == len(seq_lens) and self.graphs:
             size = self.graphs.size_for(len(seq_lens))  # all decodes: one token each
             if size is not None:
-                return self.graphs.replay(
-                    size,
-                    batch.input_ids,
-                    batch.positions,
-                    batch.slot_mapping,
-                    seq_lens,
-                    batch.block_tables,
-                )
+                return self.graphs.replay(size, batch, in_flight)
         meta = AttentionMetadata(
-            query_start_loc=torch.tensor(starts, dtype=torch.int32, device=dev),
-            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
-            block_tables=torch.tensor(batch.block_tables, dtype=torch.int32, device=dev),
-            slot_mapping=torch.tensor(batch.slot_mapping, dtype=torch.int64, device=dev),
+            query_start_loc=to_device(starts, torch.int32, dev),
+            seq_lens=to_device(seq_lens, torch.int32, dev),
+            block_tables=to_device(batch.block_tables, torch.int32, dev),
+            slot_mapping=to_device(batch.slot_mapping, torch.int64, dev),
             max_query_len=max(starts[i + 1] - starts[i] for i in range(len(seq_lens))),
             max_seq_len=max(seq_lens),
             query_start_loc_host=starts,
             seq_lens_host=seq_lens,
         )
         self.backend.prepare(meta, self.block_size, self.dtype)
-        ctx = self._context(torch.tensor(batch.positions, dtype=torch.int64, device=dev), meta)
-        ids = torch.tensor(batch.input_ids, dtype=torch.int64, device=dev)
+        ctx = self._context(to_device(batch.positions, torch.int64, dev), meta)
+        ids = to_device(batch.input_ids, torch.int64, dev)
+        scatter_in_flight(ids, batch.in_flight, in_flight)
         if image_rows is None:
             return self.model(ids, ctx)
         return self.model(ids, ctx, image_rows=image_rows)
@@ -302,8 +307,11 @@ def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
     slots: list[int] = []
     starts = [0]
     seq_lens: list[int] = []
+    in_flight: list[tuple[int, int]] = []
     for seq in seqs:
         n = len(seq.token_ids)
+        if seq.in_flight_row >= 0:
+            in_flight.append((starts[-1] + n - 1, seq.in_flight_row))
         input_ids += seq.token_ids
         pos = range(seq.start, seq.start + n)
         positions += pos
@@ -314,4 +322,4 @@ def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
         seq_lens.append(seq.start + n)
     width = max(len(s.block_ids) for s in seqs)  # 0 for an encoder, which has no blocks
     tables = [s.block_ids + [0] * (width - len(s.block_ids)) for s in seqs]
-    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables)
+    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables, in_flight)

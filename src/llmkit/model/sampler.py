@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from llmkit.model.transfer import start_to_host, to_device
 from llmkit.sampling_params import SamplingParams
 from llmkit.structured import GrammarMatcher
 from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
@@ -32,6 +33,38 @@ class SampledToken:
     logprobs: list[tuple[int, float, int]] | None
 
 
+class Sampled:
+    """One step's sampled tokens. ``token_ids`` stays on the device, where the next step can
+    read it before the host does; ``tokens()`` waits for the copies to the host (started
+    here, behind the sampling on the device's stream) and reads them."""
+
+    def __init__(
+        self,
+        token_ids: torch.Tensor,
+        ranked: tuple[torch.Tensor, ...] | None,
+        wanted: list[int | None],
+    ):
+        self.token_ids = token_ids
+        self._wanted = wanted  # each row's number of top logprobs; None: no logprobs
+        self._host = [start_to_host(t) for t in (token_ids, *(ranked or ()))]
+        self._copied: torch.cuda.Event | None = None
+        if token_ids.device.type == "cuda":
+            self._copied = torch.cuda.Event()
+            self._copied.record()
+
+    def tokens(self) -> list[SampledToken]:
+        if self._copied is not None:
+            self._copied.synchronize()
+        ids: list[int] = self._host[0].tolist()
+        if len(self._host) == 1:
+            return [SampledToken(t, None) for t in ids]
+        ranked = _ranked_lists(ids, *self._host[1:])
+        return [
+            SampledToken(t, None if k is None else entries[: 1 + k])
+            for t, k, entries in zip(ids, self._wanted, ranked)
+        ]
+
+
 class Sampler:
     def __init__(self, vocab_size: int, device: torch.device, seed: int = 0):
         self.vocab_size = vocab_size
@@ -41,7 +74,6 @@ class Sampler:
         self._generator = torch.Generator(device=device)
         self._generator.manual_seed(seed)
 
-    @torch.inference_mode()
     def __call__(
         self,
         logits: torch.Tensor,
@@ -49,12 +81,25 @@ class Sampler:
         drafts: list[int | None] | None = None,
         draft_probs: torch.Tensor | None = None,
     ) -> list[SampledToken]:
-        """One token per row. ``drafts``: a proposed token per row (speculative decoding) that
-        a sampled row keeps with its probability, else replaces by a draw from the rest of
-        its distribution: the token drawn still follows the row's distribution, and it
-        equals the proposal exactly when the proposal is accepted (greedy: when it is the
-        argmax). ``draft_probs`` ``[rows, vocab]``: the distribution each proposal was drawn
-        from (a draft model's); without it a proposal is taken as certain (n-gram)."""
+        """``sample``, waiting for its tokens."""
+        return self.sample(logits, rows, drafts, draft_probs).tokens()
+
+    @torch.inference_mode()
+    def sample(
+        self,
+        logits: torch.Tensor,
+        rows: list[SamplingRow],
+        drafts: list[int | None] | None = None,
+        draft_probs: torch.Tensor | None = None,
+    ) -> Sampled:
+        """One token per row, queued on the device without waiting for it.
+
+        ``drafts``: a proposed token per row (speculative decoding) that a sampled row keeps
+        with its probability, else replaces by a draw from the rest of its distribution: the
+        token drawn still follows the row's distribution, and it equals the proposal exactly
+        when the proposal is accepted (greedy: when it is the argmax). ``draft_probs``
+        ``[rows, vocab]``: the distribution each proposal was drawn from (a draft model's);
+        without it a proposal is taken as certain (n-gram)."""
         logits = logits.float()
         want_logprobs = [r.params.logprobs is not None for r in rows]
         raw = torch.log_softmax(logits, dim=-1) if any(want_logprobs) else None
@@ -68,10 +113,12 @@ class Sampler:
         greedy = [r.params.greedy for r in rows]
         if not all(greedy):
             sampled = self._sample(logits, rows, drafts, draft_probs)
-            tokens = torch.where(torch.tensor(greedy, device=self.device), tokens, sampled)
-
-        lp = self._logprobs(raw, tokens, rows) if raw is not None else [None] * len(rows)
-        return [SampledToken(t, logprobs) for t, logprobs in zip(tokens.tolist(), lp)]
+            greedy_rows = to_device(greedy, torch.bool, self.device)
+            tokens = torch.where(greedy_rows, tokens, sampled)
+        wanted = [r.params.logprobs for r in rows]
+        if raw is None:
+            return Sampled(tokens, None, wanted)
+        return Sampled(tokens, _rank(raw, tokens, max(k or 0 for k in wanted)), wanted)
 
     def _apply_masks(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         for i, r in enumerate(rows):
@@ -136,7 +183,7 @@ class Sampler:
         draft_probs: torch.Tensor | None,
     ) -> torch.Tensor:
         dev = self.device
-        temps = torch.tensor([max(r.params.temperature, 1e-5) for r in rows], device=dev)
+        temps = to_device([max(r.params.temperature, 1e-5) for r in rows], torch.float32, dev)
         logits = logits / temps[:, None]
         top_k = [r.params.top_k for r in rows]
         top_p = [r.params.top_p for r in rows]
@@ -146,7 +193,7 @@ class Sampler:
         probs = torch.softmax(logits, dim=-1)
         if any(m > 0 for m in min_p):
             top = probs.max(-1, keepdim=True).values
-            threshold = torch.tensor(min_p, device=dev)[:, None] * top
+            threshold = to_device(min_p, torch.float32, dev)[:, None] * top
             probs = torch.where(probs < threshold, 0.0, probs)
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
@@ -197,37 +244,40 @@ class Sampler:
         rejected = has & ~accepted & (residual.sum(-1) > 0)
         return accepted, torch.where(rejected[:, None], residual, probs)
 
-    def _logprobs(
-        self, raw: torch.Tensor, tokens: torch.Tensor, rows: list[SamplingRow]
-    ) -> list[list[tuple[int, float, int]] | None]:
-        ranked = _ranked(raw, tokens, max(r.params.logprobs or 0 for r in rows))
-        return [
-            None if r.params.logprobs is None else entries[: 1 + r.params.logprobs]
-            for r, entries in zip(rows, ranked)
-        ]
-
     @torch.inference_mode()
     def prompt_logprobs(
         self, logits: torch.Tensor, targets: list[int], k: int
     ) -> list[list[tuple[int, float, int]]]:
         """Each prompt position's actual next token and the top ``k``, from raw logits."""
         raw = torch.log_softmax(logits.float(), dim=-1)
-        return _ranked(raw, torch.tensor(targets, device=raw.device), k)
+        return _ranked_lists(targets, *_rank(raw, torch.tensor(targets, device=raw.device), k))
 
 
 def _drafts_or_zero(drafts: list[int | None]) -> list[int]:
     return [0 if d is None else d for d in drafts]
 
 
-def _ranked(raw: torch.Tensor, tokens: torch.Tensor, k: int) -> list[list[tuple[int, float, int]]]:
-    """Per row: (token id, logprob, rank) of ``tokens[row]``, then of the top ``k``."""
+def _rank(raw: torch.Tensor, tokens: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+    """On the device: each row's logprob of ``tokens[row]`` and its rank, and the top ``k``
+    logprobs and their ids."""
     chosen = raw.gather(1, tokens[:, None].long())
-    ranks = ((raw > chosen).sum(-1) + 1).tolist()
+    ranks = (raw > chosen).sum(-1) + 1
     top_vals, top_ids = raw.topk(k, dim=-1) if k else (raw[:, :0], raw[:, :0])
-    top_vals_l, top_ids_l = top_vals.tolist(), top_ids.long().tolist()
+    return chosen[:, 0], ranks, top_vals, top_ids.long()
+
+
+def _ranked_lists(
+    tokens: list[int],
+    chosen: torch.Tensor,
+    ranks: torch.Tensor,
+    top_vals: torch.Tensor,
+    top_ids: torch.Tensor,
+) -> list[list[tuple[int, float, int]]]:
+    """Per row: (token id, logprob, rank) of ``tokens[row]``, then of the top ones."""
+    vals, ids = top_vals.tolist(), top_ids.tolist()
     return [
-        [(tid, lp, rank)] + [(top_ids_l[i][j], top_vals_l[i][j], j + 1) for j in range(k)]
-        for i, (tid, lp, rank) in enumerate(zip(tokens.tolist(), chosen[:, 0].tolist(), ranks))
+        [(tid, lp, rank)] + [(ids[i][j], vals[i][j], j + 1) for j in range(len(ids[i]))]
+        for i, (tid, lp, rank) in enumerate(zip(tokens, chosen.tolist(), ranks.tolist()))
     ]
 
 
@@ -236,10 +286,10 @@ def _top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]) -> 
     dev = logits.device
     V = logits.shape[-1]
     sorted_logits, order = logits.sort(dim=-1, descending=True)
-    k = torch.tensor([kk if 0 < kk < V else V for kk in top_k], device=dev)
+    k = to_device([kk if 0 < kk < V else V for kk in top_k], torch.int64, dev)
     ranks = torch.arange(V, device=dev)[None, :]
     mask = ranks >= k[:, None]
-    p = torch.tensor(top_p, device=dev)[:, None]
+    p = to_device(top_p, torch.float32, dev)[:, None]
     probs = torch.softmax(sorted_logits.masked_fill(mask, _NEG_INF), dim=-1)
     # Drop a token when the tokens before it already reach p; the top token always stays.
     mask |= (probs.cumsum(-1) - probs) >= p

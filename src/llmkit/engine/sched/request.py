@@ -91,6 +91,9 @@ class Request:
     block_hashes: list[bytes] = field(default_factory=list)
     # Speculative decoding: the tokens proposed to follow this step's (checked in its forward).
     spec_token_ids: list[int] = field(default_factory=list)
+    # Async scheduling: tokens sampled by a step still in flight, which the host learns a
+    # step later. The next step already computes them (its inputs come from the device).
+    num_output_placeholders: int = 0
     arrival_seq: int = field(default_factory=lambda: next(_arrival_order))
 
     def __post_init__(self) -> None:
@@ -117,17 +120,28 @@ class Request:
 
     @property
     def num_tokens_with_spec(self) -> int:
-        return self.num_tokens + len(self.spec_token_ids)
+        """The tokens a step can compute: the known ones, those in flight, the proposals."""
+        return self.num_tokens + self.num_output_placeholders + len(self.spec_token_ids)
 
     @property
     def num_output_tokens(self) -> int:
         return len(self.output_token_ids)
 
     def tokens(self, start: int, end: int) -> list[int]:
+        """The known tokens ``start..end``, and 0 for each token in flight (its step's input
+        is patched on the device). Proposals are not tokens yet: they are left out."""
         n = len(self.prompt_token_ids)
         if end <= n:
             return self.prompt_token_ids[start:end]
-        return (self.prompt_token_ids + self.output_token_ids)[start:end]
+        known = (self.prompt_token_ids + self.output_token_ids)[start:end]
+        return known + [0] * min(self.num_output_placeholders, end - start - len(known))
+
+    @property
+    def length_reached_in_flight(self) -> bool:
+        """Whether the tokens in flight already bring it to ``max_tokens``: it will stop on
+        length once they arrive, so no further step is scheduled for it."""
+        in_flight = self.num_output_placeholders
+        return in_flight > 0 and len(self.output_token_ids) + in_flight >= self.max_tokens
 
     def block_extra_key(self, start: int, end: int) -> bytes:
         """The content hashes of the placeholders that overlap tokens ``start..end``."""

@@ -122,7 +122,7 @@ class Scheduler:
             num_new = min(req.num_tokens_with_spec - req.num_computed_tokens, budget)
             # Proposals past the budget are dropped; the ones that fit are still checked.
             del req.spec_token_ids[max(num_new - req.num_tokens + req.num_computed_tokens, 0) :]
-            if num_new <= 0 or not self._lora_fits(req, loras):
+            if num_new <= 0 or req.length_reached_in_flight or not self._lora_fits(req, loras):
                 i += 1
                 continue
             while not self._reserve(req, num_new):
