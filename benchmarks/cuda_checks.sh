@@ -45,7 +45,8 @@ for s in "${steps[@]}"; do
     tests)
         # The CUDA tests CI skips, and the async-scheduling tests (device auto: the GPU).
         step engine-tests 240 python3 -m pytest -q -p no:cacheprovider tests/gpu \
-            tests/engine/test_async_scheduling.py "tests/model/test_quantization.py::test_cuda_kernels_accuracy_against_float32"
+            tests/engine/test_async_scheduling.py tests/model/test_transfer.py \
+            "tests/model/test_quantization.py::test_cuda_kernels_accuracy_against_float32"
         ;;
     kernel-tests)
         step kernel-tests 200 python3 -m pytest -q -p no:cacheprovider tests/kernels
@@ -63,7 +64,8 @@ for s in "${steps[@]}"; do
         ;;
     throughput)
         step throughput 240 python3 benchmarks/throughput.py --model qwen2.5-0.5b \
-            --dtype bfloat16 --num-requests 256 --hf-batch-sizes "${HF_BATCH_SIZES:-64,128,256}"
+            --dtype bfloat16 --num-requests 256 --hf-batch-sizes "${HF_BATCH_SIZES:-64,128,256}" \
+            --host-profile "${HOST_PROFILE:-0}"
         ;;
     sync)  # llmkit with async scheduling off: the step breakdown before
         step sync 150 python3 benchmarks/throughput.py --model qwen2.5-0.5b \

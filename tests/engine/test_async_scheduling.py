@@ -126,33 +126,33 @@ def test_requests_that_need_their_tokens_on_the_host_run_beside_async_ones(tiny_
 def test_a_step_is_queued_before_the_previous_ones_tokens_are_read(tiny_model, monkeypatch):
     """The host runs ahead: with two steps' work, one step is launched while another is in
     flight, and every launched step is finished exactly once."""
-    events: list[tuple[str, int]] = []
+    events: list[tuple[str, object]] = []  # the steps themselves: ids of dead ones recur
     launch, finish = EngineCore._launch, EngineCore._finish
 
     def traced_launch(self, sched):
         launched = launch(self, sched)
-        events.append(("launch", id(launched)))
+        events.append(("launch", launched))
         return launched
 
     def traced_finish(self, launched):
-        events.append(("finish", id(launched)))
+        events.append(("finish", launched))
         return finish(self, launched)
 
     monkeypatch.setattr(EngineCore, "_launch", traced_launch)
     monkeypatch.setattr(EngineCore, "_finish", traced_finish)
     llm = LLM(tiny_model, num_kv_blocks=256, async_scheduling=True, **ENGINE)
     llm.generate(_prompts(tiny_model)[:2], SamplingParams(max_tokens=5), use_tqdm=False)
-    launched = [i for kind, i in events if kind == "launch"]
-    finished = [i for kind, i in events if kind == "finish"]
+    launched = [id(step) for kind, step in events if kind == "launch"]
+    finished = [id(step) for kind, step in events if kind == "finish"]
     assert sorted(launched) == sorted(finished) and len(set(finished)) == len(finished)
     unread: set[int] = set()
     ahead = 0  # launches made while an earlier step's tokens were unread
     for kind, step in events:
         if kind == "launch":
             ahead += bool(unread)
-            unread.add(step)
+            unread.add(id(step))
         else:
-            unread.remove(step)
+            unread.remove(id(step))
     assert ahead >= 3, events
     llm.close()
 

@@ -83,7 +83,9 @@ class EngineCore:
             max_loras=config.max_loras if config.enable_lora else 0,
         )
         self.loras = LoRAStore(self.runner.lora.layout if self.runner.lora else None)
-        self.sampler = Sampler(model.info.vocab_size, self.runner.device, config.seed)
+        self.sampler = Sampler(
+            model.info.vocab_size, self.runner.device, config.seed, self.runner.staging
+        )
         self.encoder = EncoderCache(self.runner.embed_images)
         self.spec = create_speculative_decoder(
             config, model.info, self.tokenizer, self.runner.num_blocks
@@ -258,7 +260,11 @@ class EngineCore:
         in_flight = prev.sampled.token_ids if prev is not None and prev.sampled else None
         hidden = self.runner.execute(seqs, in_flight)
         plan = plan_rows(sched, self._reported_prompt_logprobs)
-        logits = self.runner.compute_logits(take_rows(hidden, plan.rows)) if plan.rows else None
+        logits = (
+            self.runner.compute_logits(take_rows(hidden, plan.rows, self.runner.staging))
+            if plan.rows
+            else None
+        )
         self.scheduler.advance(sched)
         launched = _Launched(sched, plan, logits)
         if plan.pool:
@@ -271,9 +277,8 @@ class EngineCore:
                 else plain_sample_batch(plan.sample, self._seqs)
             )
             b = launched.batch
-            launched.sampled = self.sampler.sample(
-                take_rows(logits, b.logit_rows), b.rows, b.drafts, b.draft_probs
-            )
+            rows = take_rows(logits, b.logit_rows, self.runner.staging)
+            launched.sampled = self.sampler.sample(rows, b.rows, b.drafts, b.draft_probs)
             for (req, _), (first, _) in zip(plan.sample, b.spans):
                 req.num_output_placeholders += 1
                 launched.rows[req] = first

@@ -24,7 +24,7 @@ import torch
 
 from llmkit.model.attention import AttentionMetadata
 from llmkit.model.context import ForwardContext
-from llmkit.model.transfer import scatter_in_flight, to_device
+from llmkit.model.transfer import Staging, scatter_in_flight
 
 if TYPE_CHECKING:
     from llmkit.model.runner import StepBatch
@@ -112,28 +112,29 @@ class DecodeGraphs:
         """The captured size a decode step of ``num_reqs`` requests pads to, if any."""
         return next((s for s in self.sizes if s >= num_reqs), None)
 
-    def replay(self, size: int, batch: StepBatch, in_flight: torch.Tensor | None) -> torch.Tensor:
+    def replay(
+        self, size: int, batch: StepBatch, in_flight: torch.Tensor | None, staging: Staging
+    ) -> torch.Tensor:
         """Run the step's decodes through graph ``size``; returns hidden rows ``[B, hidden]``,
         a view of the graph's output that the next replay overwrites. The inputs reach the
         static buffers in the stream's order, so the host never waits for the GPU here."""
-        x, n, dev = self.inputs, len(batch.input_ids), self.inputs.input_ids.device
+        x, n = self.inputs, len(batch.input_ids)
         zeros = [0] * (size - n)
-        longs = to_device(
+        longs = staging.to_device(
             [
                 batch.input_ids + zeros,
                 batch.positions + zeros,
                 batch.slot_mapping + [-1] * (size - n),
             ],
             torch.int64,
-            dev,
         )
         x.input_ids[:size].copy_(longs[0])
         x.positions[:size].copy_(longs[1])
         x.slot_mapping[:size].copy_(longs[2])
-        x.seq_lens[:size].copy_(to_device(batch.seq_lens + zeros, torch.int32, dev))
+        x.seq_lens[:size].copy_(staging.to_device(batch.seq_lens + zeros, torch.int32))
         width = len(batch.block_tables[0])
-        x.block_tables[:n, :width].copy_(to_device(batch.block_tables, torch.int32, dev))
-        scatter_in_flight(x.input_ids, batch.in_flight, in_flight)
+        x.block_tables[:n, :width].copy_(staging.to_device(batch.block_tables, torch.int32))
+        scatter_in_flight(x.input_ids, batch.in_flight, in_flight, staging)
         graph, out = self.graphs[size]
         graph.replay()
         return out[:n]

@@ -23,7 +23,7 @@ from llmkit.model.loader import load_model, model_class
 from llmkit.model.lora import LoRAModel
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.parallel import SINGLE, TensorParallel
-from llmkit.model.transfer import scatter_in_flight, to_device
+from llmkit.model.transfer import Staging, scatter_in_flight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -157,6 +157,7 @@ class ModelRunner:
             (zeroed(shape, self.kv_dtype, self.device), zeroed(shape, self.kv_dtype, self.device))
             for _ in range(0 if self.is_encoder else self.model.num_layers)
         ]
+        self.staging = Staging(self.device)
         self.graphs = self._capture_graphs(max_model_len, tp)
         logger.info(
             "model on %s in %s, %s attention, %d KV blocks of %d tokens in %s, %s",
@@ -246,26 +247,27 @@ class ModelRunner:
     ) -> torch.Tensor:
         """``image_rows``: image embeddings that replace placeholder rows (no tensor parallel
         model takes images, so the workers never need them)."""
-        dev = self.device
+        self.staging.next_step()
+        stage = self.staging.to_device
         starts, seq_lens = batch.query_start_loc, batch.seq_lens
         if image_rows is None and len(batch.input_ids) == len(seq_lens) and self.graphs:
             size = self.graphs.size_for(len(seq_lens))  # all decodes: one token each
             if size is not None:
-                return self.graphs.replay(size, batch, in_flight)
+                return self.graphs.replay(size, batch, in_flight, self.staging)
         meta = AttentionMetadata(
-            query_start_loc=to_device(starts, torch.int32, dev),
-            seq_lens=to_device(seq_lens, torch.int32, dev),
-            block_tables=to_device(batch.block_tables, torch.int32, dev),
-            slot_mapping=to_device(batch.slot_mapping, torch.int64, dev),
+            query_start_loc=stage(starts, torch.int32),
+            seq_lens=stage(seq_lens, torch.int32),
+            block_tables=stage(batch.block_tables, torch.int32),
+            slot_mapping=stage(batch.slot_mapping, torch.int64),
             max_query_len=max(starts[i + 1] - starts[i] for i in range(len(seq_lens))),
             max_seq_len=max(seq_lens),
             query_start_loc_host=starts,
             seq_lens_host=seq_lens,
         )
         self.backend.prepare(meta, self.block_size, self.dtype)
-        ctx = self._context(to_device(batch.positions, torch.int64, dev), meta)
-        ids = to_device(batch.input_ids, torch.int64, dev)
-        scatter_in_flight(ids, batch.in_flight, in_flight)
+        ctx = self._context(stage(batch.positions, torch.int64), meta)
+        ids = stage(batch.input_ids, torch.int64)
+        scatter_in_flight(ids, batch.in_flight, in_flight, self.staging)
         if image_rows is None:
             return self.model(ids, ctx)
         return self.model(ids, ctx, image_rows=image_rows)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from llmkit.model.transfer import start_to_host, to_device
+from llmkit.model.transfer import Staging
 from llmkit.sampling_params import SamplingParams
 from llmkit.structured import GrammarMatcher
 from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
@@ -43,10 +43,11 @@ class Sampled:
         token_ids: torch.Tensor,
         ranked: tuple[torch.Tensor, ...] | None,
         wanted: list[int | None],
+        staging: Staging,
     ):
         self.token_ids = token_ids
         self._wanted = wanted  # each row's number of top logprobs; None: no logprobs
-        self._host = [start_to_host(t) for t in (token_ids, *(ranked or ()))]
+        self._host = [staging.to_host(t) for t in (token_ids, *(ranked or ()))]
         self._copied: torch.cuda.Event | None = None
         if token_ids.device.type == "cuda":
             self._copied = torch.cuda.Event()
@@ -66,9 +67,17 @@ class Sampled:
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, device: torch.device, seed: int = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        device: torch.device,
+        seed: int = 0,
+        staging: Staging | None = None,
+    ):
+        """``staging``: the runner's, whose step the sampling belongs to."""
         self.vocab_size = vocab_size
         self.device = device
+        self.staging = staging or Staging(device)
         # Requests without a seed of their own draw from the engine's seeded stream, so a
         # run is reproducible from EngineConfig.seed (vLLM's --seed).
         self._generator = torch.Generator(device=device)
@@ -113,12 +122,13 @@ class Sampler:
         greedy = [r.params.greedy for r in rows]
         if not all(greedy):
             sampled = self._sample(logits, rows, drafts, draft_probs)
-            greedy_rows = to_device(greedy, torch.bool, self.device)
+            greedy_rows = self.staging.to_device(greedy, torch.bool)
             tokens = torch.where(greedy_rows, tokens, sampled)
         wanted = [r.params.logprobs for r in rows]
         if raw is None:
-            return Sampled(tokens, None, wanted)
-        return Sampled(tokens, _rank(raw, tokens, max(k or 0 for k in wanted)), wanted)
+            return Sampled(tokens, None, wanted, self.staging)
+        ranked = _rank(raw, tokens, max(k or 0 for k in wanted))
+        return Sampled(tokens, ranked, wanted, self.staging)
 
     def _apply_masks(self, logits: torch.Tensor, rows: list[SamplingRow]) -> None:
         for i, r in enumerate(rows):
@@ -183,17 +193,18 @@ class Sampler:
         draft_probs: torch.Tensor | None,
     ) -> torch.Tensor:
         dev = self.device
-        temps = to_device([max(r.params.temperature, 1e-5) for r in rows], torch.float32, dev)
+        temperatures = [max(r.params.temperature, 1e-5) for r in rows]
+        temps = self.staging.to_device(temperatures, torch.float32)
         logits = logits / temps[:, None]
         top_k = [r.params.top_k for r in rows]
         top_p = [r.params.top_p for r in rows]
         min_p = [r.params.min_p for r in rows]
         if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
-            logits = _top_k_top_p(logits, top_k, top_p)
+            logits = _top_k_top_p(logits, top_k, top_p, self.staging)
         probs = torch.softmax(logits, dim=-1)
         if any(m > 0 for m in min_p):
             top = probs.max(-1, keepdim=True).values
-            threshold = to_device(min_p, torch.float32, dev)[:, None] * top
+            threshold = self.staging.to_device(min_p, torch.float32)[:, None] * top
             probs = torch.where(probs < threshold, 0.0, probs)
         # Exponential race (the Gumbel trick): argmax(p / q), q ~ Exp(1). A seeded request
         # draws its own noise from its own generator, so its tokens do not depend on the
@@ -281,15 +292,17 @@ def _ranked_lists(
     ]
 
 
-def _top_k_top_p(logits: torch.Tensor, top_k: list[int], top_p: list[float]) -> torch.Tensor:
+def _top_k_top_p(
+    logits: torch.Tensor, top_k: list[int], top_p: list[float], staging: Staging
+) -> torch.Tensor:
     """Mask everything outside each row's top-k and its top-p nucleus (one sort for both)."""
     dev = logits.device
     V = logits.shape[-1]
     sorted_logits, order = logits.sort(dim=-1, descending=True)
-    k = to_device([kk if 0 < kk < V else V for kk in top_k], torch.int64, dev)
+    k = staging.to_device([kk if 0 < kk < V else V for kk in top_k], torch.int64)
     ranks = torch.arange(V, device=dev)[None, :]
     mask = ranks >= k[:, None]
-    p = to_device(top_p, torch.float32, dev)[:, None]
+    p = staging.to_device(top_p, torch.float32)[:, None]
     probs = torch.softmax(sorted_logits.masked_fill(mask, _NEG_INF), dim=-1)
     # Drop a token when the tokens before it already reach p; the top token always stays.
     mask |= (probs.cumsum(-1) - probs) >= p
