@@ -18,7 +18,10 @@ has nothing left to do before the GPU does.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import time
+import warnings
 
 import torch
 
@@ -114,7 +117,7 @@ def gpu_busy_seconds(llm: LLM, prompts, params) -> tuple[float, float]:
     return wall, busy * 1e-6
 
 
-PHASES = ("schedule", "launch", "wait", "finish")
+PHASES = ("schedule", "launch", "wait", "finish", "inputs", "execute", "replay", "logits", "sample")
 
 
 def time_phases(llm: LLM) -> dict[str, float]:
@@ -138,6 +141,14 @@ def time_phases(llm: LLM) -> dict[str, float]:
     timed(core, "_launch", "launch")
     timed(core, "_finish", "finish")
     timed(Sampled, "tokens", "wait")
+    # The launch's parts: the step's inputs, the forward (a graph's replay in it), logits,
+    # sampling queued.
+    timed(core.encoder, "seq_inputs", "inputs")
+    timed(core.runner, "execute", "execute")
+    if core.runner.graphs is not None:
+        timed(core.runner.graphs, "replay", "replay")
+    timed(core.runner, "compute_logits", "logits")
+    timed(core.sampler, "sample", "sample")
     return spent
 
 
@@ -148,6 +159,7 @@ def run_llmkit(
     host_profile: int = 0,
     enforce_eager: bool = False,
     async_scheduling: bool | None = None,
+    sync_debug: bool = False,
 ) -> tuple[float, float, int, torch.dtype]:
     """(wall s, s in the forward on CPU or with the GPU busy on CUDA, steps, the dtype).
 
@@ -171,21 +183,39 @@ def run_llmkit(
         setattr(runner, name, timed)
     prompts = [{"prompt_token_ids": p} for p, _ in jobs]
     params = [SamplingParams(temperature=0, max_tokens=o, ignore_eos=True) for _, o in jobs]
-    llm.generate(prompts[:4], params[:4], use_tqdm=False)  # warm up
+    # Warm up. On CUDA with the whole workload: Triton compiles a kernel variant for each
+    # new class of shapes it meets, which would otherwise land in the timed run of
+    # whichever process runs first (on the H200 that was worth ~0.7 s of a 2-4 s run).
+    warm = len(prompts) if DEVICE.type == "cuda" else 4
+    llm.generate(prompts[:warm], params[:warm], use_tqdm=False)
     forward["s"] = 0.0
     steps = llm.stats().steps
     phases = time_phases(llm)
-    t0 = time.perf_counter()
-    outs = llm.generate(prompts, params, use_tqdm=False)
-    sync()
-    wall = time.perf_counter() - t0
+    with contextlib.ExitStack() as stack:
+        if sync_debug and DEVICE.type == "cuda":
+            # Every operation that makes the host wait for the GPU warns, from its line.
+            caught = stack.enter_context(warnings.catch_warnings(record=True))
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            stack.callback(torch.cuda.set_sync_debug_mode, "default")
+        t0 = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        sync()
+        wall = time.perf_counter() - t0
+    if sync_debug and DEVICE.type == "cuda":
+        sites = collections.Counter(f"{w.filename}:{w.lineno}" for w in caught)
+        print(f"host waits for the GPU: {sum(sites.values())}, at {sites.most_common(12)}")
     steps = llm.stats().steps - steps
     ms = {k: 1e3 * v / steps for k, v in phases.items()}
     print(
         "host per step: "
         + ", ".join(f"{k} {ms[k]:.2f} ms" for k in ("schedule", "launch", "wait"))
         + f", handling tokens {ms['finish'] - ms['wait']:.2f} ms, other "
-        f"{1e3 * wall / steps - ms['schedule'] - ms['launch'] - ms['finish']:.2f} ms"
+        f"{1e3 * wall / steps - ms['schedule'] - ms['launch'] - ms['finish']:.2f} ms; "
+        "the launch: "
+        + ", ".join(
+            f"{k} {ms[k]:.2f} ms" for k in ("inputs", "execute", "replay", "logits", "sample")
+        )
     )
     assert sum(len(o.outputs[0].token_ids) for o in outs) == sum(o for _, o in jobs)
     if host_profile:
@@ -243,6 +273,11 @@ def main() -> None:
     )
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     parser.add_argument(
+        "--sync-debug",
+        action="store_true",
+        help="count where the timed run's host waits for the GPU (torch's sync debug mode)",
+    )
+    parser.add_argument(
         "--async-scheduling",
         choices=("auto", "on", "off"),
         default="auto",
@@ -264,7 +299,7 @@ def main() -> None:
 
     overlap = {"auto": None, "on": True, "off": False}[args.async_scheduling]
     wall, inside, steps, dtype = run_llmkit(
-        model, jobs, args.dtype, args.host_profile, args.enforce_eager, overlap
+        model, jobs, args.dtype, args.host_profile, args.enforce_eager, overlap, args.sync_debug
     )
     ours = useful / wall
     outside = "the GPU idle" if DEVICE.type == "cuda" else "outside the forward"
