@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random-weight models built locally, once per session."""
+"""Shared fixtures: tiny random-weight models built locally, once per session; the server
+processes of servers.py."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ if not torch.cuda.is_available():
 
 from llmkit.model.demo import ModelSpec, build_model
 from llmkit.model.demo_llava import build_llava
+
+# The server processes and clients every folder's tests start (servers.py).
+pytest_plugins = ["servers"]
 
 # Qwen3's default head_dim is 128; keep every test model small.
 SPECS = {
