@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random-weight models built locally, once per session."""
+"""Shared fixtures: tiny random-weight models built locally, once per session; the server
+processes of servers.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ if not torch.cuda.is_available():
 from llmkit.model.demo import ModelSpec, build_model
 from llmkit.model.demo_llava import build_llava
 
+# The server processes and clients every folder's tests start (servers.py).
+pytest_plugins = ["servers"]
+
 # Qwen3's default head_dim is 128; keep every test model small.
 SPECS = {
     "llama": ModelSpec(architecture="llama"),
@@ -33,7 +37,8 @@ def model_factory(tmp_path_factory):
     built: dict[ModelSpec, str] = {}
 
     def make(spec: ModelSpec | str = "llama") -> str:
-        spec = SPECS[spec] if isinstance(spec, str) else spec
+        if isinstance(spec, str):  # a registry decoder's model_type
+            spec = SPECS.get(spec) or ModelSpec(architecture=spec)
         if spec not in built:
             built[spec] = str(build_model(root / f"m{len(built)}", spec))
         return built[spec]

@@ -7,10 +7,11 @@ import torch
 import transformers
 
 from llmkit import LLM, SamplingParams
+from llmkit.model import registry
 
 LENGTHS = [3, 7, 15, 33, 64, 100, 180, 300]
 MAX_TOKENS = 12
-ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
+ARCHS = registry.model_types("decoder")  # every decoder in the registry, a new one too
 
 
 def _prompts(tokenizer, lengths=LENGTHS, prefix: list[int] = ()) -> list[list[int]]:

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmkit.model import registry
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
@@ -73,7 +75,7 @@ _WORDS = (
 class ModelSpec:
     """The shape of a generated model; the same spec always builds the same files."""
 
-    architecture: str = "llama"  # llama, mistral, qwen2, qwen3
+    architecture: str = "llama"  # the model_type of a registry decoder: llama, mistral, qwen2, ...
     hidden_size: int = 64
     num_layers: int = 2
     num_heads: int = 4
@@ -91,6 +93,13 @@ class ModelSpec:
     # None: the tokenizer's size. More pads the embeddings and head with ids no text maps
     # to, for benchmark shapes whose vocabulary is part of the cost (token-id prompts).
     vocab_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if registry.by_model_type(self.architecture, "decoder") is None:
+            raise ValueError(
+                f"the demo builder makes no {self.architecture!r} model; it makes "
+                + ", ".join(registry.model_types("decoder"))
+            )
 
 
 DEMO_SPEC = ModelSpec(
@@ -193,12 +202,8 @@ def _model(spec: ModelSpec, vocab_size: int, tokenizer: PreTrainedTokenizerFast)
     import torch
     import transformers
 
-    config_cls = {
-        "llama": transformers.LlamaConfig,
-        "mistral": transformers.MistralConfig,
-        "qwen2": transformers.Qwen2Config,
-        "qwen3": transformers.Qwen3Config,
-    }[spec.architecture]
+    entry = registry.by_model_type(spec.architecture, "decoder")
+    assert entry is not None  # ModelSpec checked it
     rope = {"rope_type": "default", "rope_theta": spec.rope_theta}
     if spec.rope_scaling:
         rope.update(dict(spec.rope_scaling))
@@ -219,15 +224,12 @@ def _model(spec: ModelSpec, vocab_size: int, tokenizer: PreTrainedTokenizerFast)
     )
     if spec.head_dim is not None:
         kwargs["head_dim"] = spec.head_dim
-    if spec.architecture == "qwen2":
-        kwargs["use_sliding_window"] = False
-    config = config_cls(**kwargs)
+    config = getattr(transformers, entry.config_class)(**kwargs, **entry.config)
     torch.manual_seed(spec.seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    if spec.architecture == "qwen2":
-        # HF initialises biases to zero; random ones make the q/k/v bias path observable.
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if name.endswith("bias"):
-                    param.normal_(0.0, spec.initializer_range)
+    # HF initialises biases to zero (Qwen2's q/k/v); random ones make the bias path observable.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0.0, spec.initializer_range)
     return model.eval()

@@ -12,18 +12,11 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
+from llmkit.model import registry
 from llmkit.model.context import ForwardContext
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.native import NativeWeights
 from llmkit.model.gguf.weights import iter_gguf_weights
-from llmkit.model.models.bert import BertForMaskedLM, BertModel
-from llmkit.model.models.llama import (
-    LlamaForCausalLM,
-    MistralForCausalLM,
-    Qwen2ForCausalLM,
-    Qwen3ForCausalLM,
-)
-from llmkit.model.models.llava import LlavaForConditionalGeneration
 from llmkit.model.names import resolve_model, resolve_tokenizer
 from llmkit.model.parallel import SINGLE, TensorParallel
 from llmkit.model.weights import Weight
@@ -55,19 +48,7 @@ class NativeModel(Protocol):
     def eval(self) -> NativeModel: ...
 
 
-ARCHITECTURES: dict[str, type[NativeModel]] = {
-    "BertModel": BertModel,
-    "BertForMaskedLM": BertForMaskedLM,
-    "LlamaForCausalLM": LlamaForCausalLM,
-    "LlavaForConditionalGeneration": LlavaForConditionalGeneration,
-    "MistralForCausalLM": MistralForCausalLM,
-    "Qwen2ForCausalLM": Qwen2ForCausalLM,
-    "Qwen3ForCausalLM": Qwen3ForCausalLM,
-}
-
-
 __all__ = [
-    "ARCHITECTURES",
     "check_tensor_parallel",
     "load_hf_config",
     "load_model",
@@ -83,27 +64,19 @@ def load_hf_config(path: str) -> PretrainedConfig:
     return AutoConfig.from_pretrained(path)
 
 
-# A config without ``architectures`` (transformers' GGUF conversion writes one): its model_type.
-_MODEL_TYPES = {
-    "bert": "BertModel",
-    "llama": "LlamaForCausalLM",
-    "llava": "LlavaForConditionalGeneration",
-    "mistral": "MistralForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-}
-
-
 def model_class(hf_config: PretrainedConfig) -> type[NativeModel]:
+    """Our class for the config's ``architectures``, or for its ``model_type`` where it has
+    none (transformers' GGUF conversion writes such a config)."""
     names = list(getattr(hf_config, "architectures", None) or [])
-    if not names and getattr(hf_config, "model_type", None) in _MODEL_TYPES:
-        names = [_MODEL_TYPES[hf_config.model_type]]
-    for name in names:
-        if name in ARCHITECTURES:
-            return ARCHITECTURES[name]
+    entries = [registry.by_name(name) for name in names]
+    if not names:
+        entries = [registry.by_model_type(str(getattr(hf_config, "model_type", None)))]
+    for entry in entries:
+        if entry is not None:
+            return cast("type[NativeModel]", entry.model_class())
     raise ValueError(
         f"unsupported model architecture {', '.join(names) or '(none given)'}; "
-        f"llmkit supports {', '.join(sorted(ARCHITECTURES))}"
+        f"llmkit supports {', '.join(registry.names())}"
     )
 
 
@@ -140,7 +113,9 @@ def check_tensor_parallel(cls: type[NativeModel], size: int) -> None:
     if size > 1 and not _shardable(cls):
         raise ValueError(
             f"{cls.__name__} cannot be sharded: tensor_parallel_size > 1 supports "
-            + ", ".join(sorted(n for n, c in ARCHITECTURES.items() if _shardable(c)))
+            + ", ".join(
+                sorted(a.name for a in registry.ARCHITECTURES if _shardable(a.model_class()))
+            )
         )
 
 

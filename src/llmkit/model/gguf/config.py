@@ -5,27 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmkit.model import registry
 from llmkit.model.gguf.file import field
 
 if TYPE_CHECKING:
     from gguf import GGUFReader
     from transformers import PretrainedConfig
 
-# llama.cpp architecture -> (transformers config class, our architecture name)
-ARCHITECTURES = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
-}
-
 
 def architecture(reader: GGUFReader, path: str | Path) -> str:
     """``general.architecture``; ``ValueError`` if llmkit has no model for it."""
     arch = field(reader, "general.architecture")
-    if arch not in ARCHITECTURES:
+    if registry.by_gguf(str(arch)) is None:
         raise ValueError(
             f"{path}: GGUF architecture {arch or '(none given)'!r} is not supported; "
-            f"llmkit reads {', '.join(sorted(ARCHITECTURES))}"
+            f"llmkit reads {', '.join(registry.gguf_names())}"
         )
     return str(arch)
 
@@ -35,7 +29,8 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     import transformers
 
     arch = architecture(reader, path)
-    config_cls, model_name = ARCHITECTURES[arch]
+    entry = registry.by_gguf(arch)
+    assert entry is not None  # architecture() checked it
 
     def key(name: str, default: Any = None) -> Any:
         value = field(reader, f"{arch}.{name}", default)
@@ -54,7 +49,7 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     heads = int(key("attention.head_count"))
     hidden = int(key("embedding_length"))
     kwargs: dict[str, Any] = dict(
-        architectures=[model_name],
+        architectures=[entry.name],
         # ggml lists dimensions innermost first: token_embd is [hidden, vocab].
         vocab_size=int(tensors["token_embd.weight"].shape[-1]),
         hidden_size=hidden,
@@ -70,13 +65,12 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
         bos_token_id=field(reader, "tokenizer.ggml.bos_token_id"),
         eos_token_id=field(reader, "tokenizer.ggml.eos_token_id"),
         pad_token_id=field(reader, "tokenizer.ggml.padding_token_id"),
+        **entry.config,
     )
     if arch == "llama":
         # Qwen2's q/k/v biases come with its class; a Llama has them only if the file does.
         kwargs["attention_bias"] = "blk.0.attn_q.bias" in tensors
-    if arch == "qwen2":
-        kwargs["use_sliding_window"] = False
-    return getattr(transformers, config_cls)(**kwargs)
+    return getattr(transformers, entry.config_class)(**kwargs)
 
 
 def _rope(reader: GGUFReader, arch: str, path: str | Path) -> dict[str, Any]:

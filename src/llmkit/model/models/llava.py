@@ -12,25 +12,15 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from llmkit.model import registry
 from llmkit.model.context import ForwardContext
 from llmkit.model.models.clip import CLIPVisionModel, activation
-from llmkit.model.models.llama import (
-    LlamaForCausalLM,
-    MistralForCausalLM,
-    Qwen2ForCausalLM,
-    Qwen3ForCausalLM,
-)
+from llmkit.model.models.llama import LlamaForCausalLM
 from llmkit.model.weights import check_all_loaded, copy_weight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-_LANGUAGE_MODELS: dict[str, type[LlamaForCausalLM]] = {
-    "llama": LlamaForCausalLM,
-    "mistral": MistralForCausalLM,
-    "qwen2": Qwen2ForCausalLM,
-    "qwen3": Qwen3ForCausalLM,
-}
 # Checkpoint name prefixes, transformers >= 4.52 and before, -> ours.
 _RENAMES = (
     ("model.vision_tower.", "vision_tower."),
@@ -81,10 +71,11 @@ class LlavaForConditionalGeneration(nn.Module):
                 "supports clip_vision_model"
             )
         text_type = cfg.text_config.model_type
-        if text_type not in _LANGUAGE_MODELS:
+        text_model = registry.by_model_type(text_type, "decoder")
+        if text_model is None:
             raise ValueError(
                 f"unsupported LLaVA language model {text_type!r}; llmkit supports "
-                f"{', '.join(_LANGUAGE_MODELS)}"
+                f"{', '.join(registry.model_types('decoder'))}"
             )
         if cfg.vision_feature_select_strategy not in ("default", "full"):
             raise ValueError(
@@ -94,7 +85,7 @@ class LlavaForConditionalGeneration(nn.Module):
         self.select_default = cfg.vision_feature_select_strategy == "default"
         self.vision_tower = CLIPVisionModel(cfg.vision_config, feature_layers(cfg))
         self.multi_modal_projector = LlavaMultiModalProjector(cfg)
-        self.language_model = _LANGUAGE_MODELS[text_type](cfg.text_config)
+        self.language_model: LlamaForCausalLM = text_model.model_class()(cfg.text_config)
         self.num_layers = self.language_model.num_layers
         self.num_kv_heads = self.language_model.num_kv_heads
         self.head_dim = self.language_model.head_dim

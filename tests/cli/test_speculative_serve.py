@@ -8,7 +8,8 @@ import subprocess
 
 import httpx
 import openai
-from tests.transports.conftest import llmkit_command
+
+from servers import llmkit_command
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}
 

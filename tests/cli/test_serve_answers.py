@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+
 from serve_helpers import PARTS_MESSAGE, PARTS_TEMPLATE, STRING_TEMPLATE, rendered, template_file
 
 TOKEN_ID = re.compile(r"^token_id:\d+$")

@@ -14,12 +14,12 @@ import msgpack
 import pytest
 from anyio.abc import SocketAttribute
 from anyio.from_thread import start_blocking_portal
-from hostile_values import HOSTILE_SETTINGS, values
 from hypothesis import example, given
 from hypothesis import strategies as st
 from unix_helpers import RawConnection, settled
 
 from deadlines import scaled
+from hostile_values import HOSTILE_SETTINGS, values
 from llmkit.remote.unix_data import params_to_wire
 from llmkit.remote.unix_protocol import PROTOCOL_VERSION, hello_request
 from llmkit.remote.unix_server import serve_unix

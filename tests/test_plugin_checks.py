@@ -10,6 +10,7 @@ import sys
 
 import openai
 import pytest
+
 from plugin_dists import install_plugin_dists
 from tool_helpers import TOOLS
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from serve_helpers import PARTS_MESSAGE, rendered, template_file
 
-HERE = Path(__file__).parent
+# The folder of serve_helpers.py, which the server imports the middleware from.
+TESTS = Path(__file__).parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def server(module_server, tiny_model, log_file, tmp_path_factory):
     config_path.write_text(json.dumps(config))
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
     return module_server(
         tiny_model,

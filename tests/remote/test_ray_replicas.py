@@ -8,8 +8,7 @@ import time
 import httpx
 import openai
 import pytest
-from serve_helpers import metric
-from test_openai_api import (  # run here too, against the replicas
+from tests.transports.test_openai_api import (  # run here too, against the replicas
     test_chat_stream_equals_non_stream,
     test_completion_stream_equals_non_stream,
     test_models_tokenize_detokenize_version,
@@ -21,6 +20,7 @@ from test_openai_api import (  # run here too, against the replicas
 )
 
 from deadlines import Deadline, scaled
+from serve_helpers import metric
 
 ray = pytest.importorskip("ray")
 
@@ -37,6 +37,12 @@ __all__ = [
 
 MODEL = "tiny"
 SHARED = "the quick brown fox jumps over the lazy dog " * 8
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # The openai client's async transport runs on asyncio.
+    return "asyncio"
 
 
 @pytest.fixture(scope="module")

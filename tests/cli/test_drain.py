@@ -12,12 +12,18 @@ import time
 
 import httpx
 import pytest
-from serve_helpers import metric
 from websockets.asyncio.client import connect
+
+from serve_helpers import metric
 
 pytestmark = pytest.mark.anyio
 
 STREAMS, TOKENS, SHUTDOWN_TIMEOUT = 64, 300, 60
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the streams run on asyncio (asyncio.gather, websockets' asyncio client)
 
 
 async def test_sigterm_drains_in_flight_streams_and_refuses_new_work(start_server, tiny_model):

@@ -7,11 +7,11 @@ import json
 
 import anyio
 import pytest
-from tests.transports.conftest import start_engine, stop
 
 from deadlines import scaled
 from llmkit import AsyncEngine, EngineConfig, SamplingParams
 from llmkit.unix import EngineClient
+from servers import start_engine, stop
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,96 @@
+"""The architectures llmkit runs, one entry each: the table the HF loader, the GGUF reader and
+the demo builder all read. Torch-free: a model class is imported only when it is asked for."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+Kind = Literal["decoder", "encoder", "vision-language"]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One architecture: our class, and the names each source gives it.
+
+    ``name`` is HF's ``architectures`` entry and our class's name in
+    ``llmkit.model.models.<module>``. A ``decoder`` is a causal LM of the Llama family: the
+    demo builder makes one, and LLaVA takes it as its language model.
+    """
+
+    name: str
+    model_type: str  # HF's model_type: a config.json without architectures, ModelSpec's
+    module: str
+    config_class: str  # transformers' config class, which the demo builder and GGUF fill in
+    kind: Kind = "decoder"
+    gguf: str | None = None  # llama.cpp's general.architecture, where its GGUF files load
+    # Config fields every config we write for it sets (demo folders, GGUF files' configs).
+    config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def model_class(self) -> type[Any]:
+        """Our ``nn.Module`` class, imported now (it needs torch)."""
+        return getattr(importlib.import_module(f"llmkit.model.models.{self.module}"), self.name)
+
+
+ARCHITECTURES: tuple[Architecture, ...] = (
+    Architecture("LlamaForCausalLM", "llama", "llama", "LlamaConfig", gguf="llama"),
+    Architecture("MistralForCausalLM", "mistral", "llama", "MistralConfig"),
+    Architecture(
+        "Qwen2ForCausalLM",
+        "qwen2",
+        "llama",
+        "Qwen2Config",
+        gguf="qwen2",
+        config=MappingProxyType({"use_sliding_window": False}),
+    ),
+    Architecture("Qwen3ForCausalLM", "qwen3", "llama", "Qwen3Config", gguf="qwen3"),
+    Architecture("BertModel", "bert", "bert", "BertConfig", kind="encoder"),
+    Architecture("BertForMaskedLM", "bert", "bert", "BertConfig", kind="encoder"),
+    Architecture(
+        "LlavaForConditionalGeneration",
+        "llava",
+        "llava",
+        "LlavaConfig",
+        kind="vision-language",
+    ),
+)
+
+
+def by_name(name: str) -> Architecture | None:
+    """The entry for an HF ``architectures`` name."""
+    return next((a for a in ARCHITECTURES if a.name == name), None)
+
+
+def by_model_type(model_type: str, kind: Kind | None = None) -> Architecture | None:
+    """The first entry (the table's order) for an HF ``model_type``, of ``kind`` if given."""
+    return next(
+        (
+            a
+            for a in ARCHITECTURES
+            if a.model_type == model_type and (kind is None or a.kind == kind)
+        ),
+        None,
+    )
+
+
+def by_gguf(arch: str) -> Architecture | None:
+    """The entry for a GGUF file's ``general.architecture``."""
+    return next((a for a in ARCHITECTURES if a.gguf == arch), None)
+
+
+def names(kind: Kind | None = None) -> list[str]:
+    """Every entry's ``name`` (of ``kind`` if given), sorted, for error messages."""
+    return sorted(a.name for a in ARCHITECTURES if kind is None or a.kind == kind)
+
+
+def model_types(kind: Kind) -> list[str]:
+    """The ``model_type`` of every entry of ``kind``, in the table's order, once each."""
+    return list(dict.fromkeys(a.model_type for a in ARCHITECTURES if a.kind == kind))
+
+
+def gguf_names() -> list[str]:
+    """Every GGUF ``general.architecture`` llmkit reads, sorted."""
+    return sorted(a.gguf for a in ARCHITECTURES if a.gguf)
