@@ -19,7 +19,7 @@ from throughput import workload
 from transformers import AutoConfig
 
 from llmkit import LLM, SamplingParams
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.model.names import resolve_model
 from llmkit.sampling_params import StructuredOutputsParams
 from llmkit.structured.llguidance_backend import LLGuidanceBackend

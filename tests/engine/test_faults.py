@@ -126,7 +126,7 @@ def test_the_scheduler_counts_only_what_it_holds(tiny_model):
 
 async def test_a_stalled_step_loop_reports_unhealthy_and_recovers(tiny_model, caplog):
     config = EngineConfig(tiny_model, max_model_len=512, watchdog_timeout_s=0.3)
-    caplog.set_level(logging.INFO, logger="llmkit.engine.watchdog")
+    caplog.set_level(logging.INFO, logger="llmkit.engine.core.watchdog")
     async with AsyncEngine(config) as engine:
         stream = engine.generate("hello", SamplingParams(max_tokens=300, ignore_eos=True))
         await stream.__anext__()

@@ -141,7 +141,7 @@ def test_output_kinds_through_the_core(llm):
 
 def test_detokenizer_never_splits_a_utf8_character(llm):
     """Characters the tokenizer never saw arrive as single bytes; no delta may hold half of one."""
-    from llmkit.engine.detokenizer import IncrementalDetokenizer
+    from llmkit.engine.core.detokenizer import IncrementalDetokenizer
 
     tok = llm._core.tokenizer
     text = "ж✓Ω and 🐍"

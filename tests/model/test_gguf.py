@@ -13,7 +13,7 @@ import transformers
 
 from llmkit import LLM, SamplingParams
 from llmkit.bench.perplexity import perplexity
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear

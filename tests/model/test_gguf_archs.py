@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from tests.model.kquant_blocks import quantize
 
 from llmkit import LLM, SamplingParams
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.model.gguf.tensors import unpermute
 from llmkit.model.layers.native import NativeLinear
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from llmkit import LLM
+from llmkit.model.batch import SeqInput
 from llmkit.model.models import llama_fused
-from llmkit.model.runner import SeqInput
 
 pytestmark = pytest.mark.skipif(
     llama_fused.load() is None, reason="the fused decode kernel does not build here (no AVX2)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmkit.engine.stats import EngineStats
+from llmkit.engine.core.stats import EngineStats
 from llmkit.remote.routing import Router, merge_stats
 
 

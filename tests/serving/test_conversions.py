@@ -8,7 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.outputs import Logprob
 from llmkit.protocol.openai import (
     ChatCompletionChunk,

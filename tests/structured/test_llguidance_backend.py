@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.errors import ParamError
 from llmkit.sampling_params import SamplingParams, StructuredOutputsParams
 from llmkit.structured import GrammarCompiler

@@ -10,7 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 
 MODEL = "tiny"
 USER = [{"role": "user", "content": "Describe a person."}]

@@ -17,16 +17,16 @@ import anyio
 
 from llmkit.config import EngineConfig
 from llmkit.engine.commands import CommandQueue
-from llmkit.engine.core import EngineCore
+from llmkit.engine.core.engine_core import EngineCore
+from llmkit.engine.core.output_state import RequestState
+from llmkit.engine.core.stats import EngineStats
+from llmkit.engine.core.watchdog import Watchdog
 from llmkit.engine.frontend import EngineFrontend
-from llmkit.engine.output_state import RequestState
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import (
     PromptType,
 )
 from llmkit.engine.request_stream import RequestStream
-from llmkit.engine.stats import EngineStats
-from llmkit.engine.watchdog import Watchdog
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
@@ -107,7 +107,7 @@ class AsyncEngine(EngineFrontend):
 
     def check_admission(self) -> None:
         """Raise ``EngineOverloadedError`` if a new request would be refused now (queue full)."""
-        self._core.queue.check()
+        self._core.check_admission()
 
     def _inputs(self) -> InputProcessor:
         return self._processor
@@ -120,11 +120,11 @@ class AsyncEngine(EngineFrontend):
 
     async def add_lora(self, lora_request: LoRARequest) -> None:
         """Read and check an adapter before its first request; ValueError if it cannot serve."""
-        await anyio.to_thread.run_sync(self._core.loras.get, lora_request)
+        await anyio.to_thread.run_sync(self._core.lora_adapter, lora_request)
 
     async def remove_lora(self, lora_id: int) -> bool:
         """Forget an adapter; requests already running with it finish with it."""
-        return self._core.loras.remove(lora_id)
+        return self._core.remove_lora(lora_id)
 
     async def reset_prefix_cache(self) -> bool:
         """Forget the cached prompt prefixes, between two steps of the core thread."""
@@ -132,7 +132,7 @@ class AsyncEngine(EngineFrontend):
 
         def reset(core: EngineCore) -> None:
             try:
-                done.set_result(core.allocator.reset_prefix_cache())
+                done.set_result(core.reset_prefix_cache())
             except BaseException as exc:  # the caller hears of it, not only the log
                 done.set_exception(exc)
                 raise
@@ -163,12 +163,12 @@ class AsyncEngine(EngineFrontend):
             )
         self.check_admission()  # before tokenizing: a refusal costs almost nothing
         state, requests = self._processor.process(prompt, params, request_id, priority, lora)
-        adapter = None if lora is None else self._core.loras.get(lora)
+        adapter = None if lora is None else self._core.lora_adapter(lora)
         stream: RequestStream[Any] = RequestStream(state, lambda: self._dead, self._release)
         with self._lock:
             if state.request_id in self._streams:
                 raise ValueError(f"request id {state.request_id!r} is already in use")
-            self._core.queue.reserve(len(state.prompt_token_ids))
+            self._core.reserve(len(state.prompt_token_ids))
             self._streams[state.request_id] = stream
         self._commands.submit(lambda core: self._notify(core.add(state, requests, adapter)))
         return stream

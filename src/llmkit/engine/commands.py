@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmkit.engine.core import EngineCore
+    from llmkit.engine.core.engine_core import EngineCore
 
 logger = logging.getLogger(__name__)
 

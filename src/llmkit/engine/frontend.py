@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.output_stream import EngineStream
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
-from llmkit.engine.tokenizer import Tokenizer
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams

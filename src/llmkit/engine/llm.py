@@ -10,8 +10,9 @@ from tqdm.auto import tqdm
 
 from llmkit.config import EngineConfig
 from llmkit.engine.beam_search import BeamSearchOutput, BeamSearchParams, beam_search
-from llmkit.engine.core import EngineCore
-from llmkit.engine.output_state import RequestState
+from llmkit.engine.core.engine_core import EngineCore
+from llmkit.engine.core.output_state import RequestState
+from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
 from llmkit.engine.sched.request import Request
@@ -23,7 +24,6 @@ from llmkit.engine.scoring import (
     pairs,
     ranked,
 )
-from llmkit.engine.stats import EngineStats
 from llmkit.errors import LLMKitError, ParamError, RequestFailedError
 from llmkit.lora_request import LoRARequest
 from llmkit.model.lora_adapter import LoRAAdapter
@@ -191,10 +191,10 @@ class LLM:
         for prompt, p, lora in zip(prompts, params, loras):
             self._counter += 1
             state, requests = self._processor.process(prompt, p, str(self._counter), 0, lora)
-            batch.append((state, requests, None if lora is None else core.loras.get(lora)))
+            batch.append((state, requests, None if lora is None else core.lora_adapter(lora)))
         for state, requests, adapter in batch:
             # Offline, the whole batch is the queue: the limits are for servers.
-            core.queue.reserve(len(state.prompt_token_ids), refuse=False)
+            core.reserve(len(state.prompt_token_ids), refuse=False)
             core.add(state, requests, adapter)  # one that fails holds its error
         states = [state for state, _, _ in batch]
         bar = tqdm(total=len(states), desc="Processed prompts", disable=not use_tqdm, unit="req")

@@ -12,12 +12,12 @@ from typing import Any
 
 from llmkit.chat.resolve import resolve_chat_template
 from llmkit.context_window import completion_budget
-from llmkit.engine.detokenizer import IncrementalDetokenizer
+from llmkit.engine.core.detokenizer import IncrementalDetokenizer
+from llmkit.engine.core.output_state import CompletionState, RequestState
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
-from llmkit.engine.output_state import CompletionState, RequestState
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
 from llmkit.engine.sched.request import ImageInput, Request
-from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams

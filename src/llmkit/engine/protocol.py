@@ -10,18 +10,16 @@ before anything is queued.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
-from llmkit.engine.stats import EngineStats
+from llmkit.engine.core.model_info import ModelInfo
+from llmkit.engine.core.stats import EngineStats
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 if TYPE_CHECKING:
-    from llmkit.engine.tokenizer import Tokenizer
-
-Task = Literal["generate", "embed"]
+    from llmkit.engine.core.tokenizer import Tokenizer
 
 
 class TokensPrompt(TypedDict, total=False):
@@ -35,53 +33,6 @@ class TokensPrompt(TypedDict, total=False):
 PromptType = str | list[int] | TokensPrompt | dict[str, Any]
 EngineOutput = RequestOutput | EmbeddingRequestOutput
 Conversation = list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What a client needs to know of the served model to check and tokenize input."""
-
-    name: str  # the model as configured (a directory, or "demo")
-    tokenizer: str  # the tokenizer's directory, loadable with transformers
-    task: Task  # what this engine serves
-    max_model_len: int
-    vocab_size: int
-    hidden_size: int
-    max_logprobs: int
-    is_encoder: bool  # an embedding-only encoder (BERT), which cannot generate
-    # Images (LLaVA): the placeholder token, the embeddings one image becomes, the directory
-    # of its image processor, and the most images a prompt may hold. None/0: text only.
-    image_token_id: int | None = None
-    image_tokens: int = 0
-    image_processor: str | None = None
-    max_images_per_prompt: int = 0
-
-    @property
-    def supports_images(self) -> bool:
-        return self.image_token_id is not None
-
-    def too_many_images(self, count: int) -> str | None:
-        """Why a prompt may not hold ``count`` images (the limit, or the context they would
-        fill), or None if it may."""
-        if count > self.max_images_per_prompt:
-            return (
-                f"the prompt holds {count} images, more than limit_mm_per_prompt allows "
-                f"({{'image': {self.max_images_per_prompt}}})"
-            )
-        if count * self.image_tokens > self.max_model_len:
-            return (
-                f"the prompt's {count} images take {count * self.image_tokens} tokens "
-                f"({self.image_tokens} each), more than max_model_len={self.max_model_len}"
-            )
-        return None
-
-    @property
-    def supports_generate(self) -> bool:
-        return self.task == "generate"
-
-    @property
-    def supports_embed(self) -> bool:
-        return self.task == "embed"
 
 
 Output_co = TypeVar("Output_co", RequestOutput, EmbeddingRequestOutput, covariant=True)

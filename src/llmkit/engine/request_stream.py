@@ -14,8 +14,8 @@ from typing import cast
 
 import anyio
 
+from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.loop import threadsafe_scheduler
-from llmkit.engine.output_state import RequestState
 from llmkit.engine.output_stream import EngineStream, Output
 from llmkit.errors import EngineDeadError, RequestFailedError
 

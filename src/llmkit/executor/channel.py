@@ -10,8 +10,8 @@ from itertools import accumulate
 
 import torch
 
+from llmkit.model.batch import StepBatch
 from llmkit.model.parallel import TensorParallel
-from llmkit.model.runner import StepBatch
 
 EXECUTE, LOGITS, STOP = 1, 2, 3
 _HEADER = 4

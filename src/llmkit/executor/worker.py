@@ -13,8 +13,9 @@ import torch
 from llmkit.config import EngineConfig
 from llmkit.executor.channel import EXECUTE, LOGITS, STOP, StepChannel
 from llmkit.executor.group import join_group
+from llmkit.model.batch import StepBatch
 from llmkit.model.loader import load_hf_config
-from llmkit.model.runner import ModelRunner, StepBatch
+from llmkit.model.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 

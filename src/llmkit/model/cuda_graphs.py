@@ -18,16 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from llmkit.model.attention import AttentionMetadata
+from llmkit.model.batch import StepBatch
 from llmkit.model.context import ForwardContext
 from llmkit.model.transfer import Staging, scatter_in_flight
-
-if TYPE_CHECKING:
-    from llmkit.model.runner import StepBatch
 
 # Padding a step to the next size costs little next to the launches a graph saves.
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 512)

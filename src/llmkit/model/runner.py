@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import torch
@@ -11,6 +10,7 @@ from torch import nn
 
 from llmkit.config import EngineConfig
 from llmkit.model.attention import AttentionMetadata, create_backend
+from llmkit.model.batch import SeqInput, StepBatch, flatten
 from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_kernels import build_cpu_kernels
 from llmkit.model.cpu_memory import keep_freed_memory, zeroed
@@ -21,7 +21,6 @@ from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import HEAD_METHODS, quantize_head, quantize_linears
 from llmkit.model.loader import load_model, model_class
 from llmkit.model.lora import LoRAModel
-from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.parallel import SINGLE, TensorParallel
 from llmkit.model.transfer import Staging, scatter_in_flight
 
@@ -29,37 +28,6 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class SeqInput:
-    """One request's share of a step: ``token_ids`` from position ``start``, KV in ``block_ids``.
-
-    ``images``: (offset into ``token_ids``, embedding rows) that replace placeholder tokens.
-    ``in_flight_row``: with async scheduling, the row of the previous step's sampled tokens
-    (still on the device) that is this sequence's last input token; -1: all are known.
-    """
-
-    token_ids: list[int]
-    start: int
-    block_ids: list[int]
-    images: list[tuple[int, torch.Tensor]] = field(default_factory=list)
-    lora: LoRAAdapter | None = None
-    in_flight_row: int = -1
-
-
-@dataclass
-class StepBatch:
-    """A step's tokens flattened without padding (host lists; tables are ``[B, width]``)."""
-
-    input_ids: list[int]
-    positions: list[int]
-    slot_mapping: list[int]
-    query_start_loc: list[int]
-    seq_lens: list[int]
-    block_tables: list[list[int]]
-    # (flat index, row of the previous step's sampled tokens) for each input token in flight
-    in_flight: list[tuple[int, int]] = field(default_factory=list)
 
 
 def resolve_device(config: EngineConfig) -> torch.device:
@@ -300,28 +268,3 @@ class ModelRunner:
         if compute is None:
             raise TypeError("an encoder-only model has no logits")
         return compute(hidden).float()
-
-
-def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
-    """The step's sequences as one batch; ``bs`` is the KV cache's block size."""
-    input_ids: list[int] = []
-    positions: list[int] = []
-    slots: list[int] = []
-    starts = [0]
-    seq_lens: list[int] = []
-    in_flight: list[tuple[int, int]] = []
-    for seq in seqs:
-        n = len(seq.token_ids)
-        if seq.in_flight_row >= 0:
-            in_flight.append((starts[-1] + n - 1, seq.in_flight_row))
-        input_ids += seq.token_ids
-        pos = range(seq.start, seq.start + n)
-        positions += pos
-        blocks = seq.block_ids
-        if blocks:
-            slots += [blocks[p // bs] * bs + p % bs for p in pos]
-        starts.append(starts[-1] + n)
-        seq_lens.append(seq.start + n)
-    width = max(len(s.block_ids) for s in seqs)  # 0 for an encoder, which has no blocks
-    tables = [s.block_ids + [0] * (width - len(s.block_ids)) for s in seqs]
-    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables, in_flight)

@@ -6,6 +6,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import (
     Conversation,
     EngineProtocol,
@@ -15,13 +16,12 @@ from llmkit.engine.protocol import (
     PromptType,
     TokensPrompt,
 )
-from llmkit.engine.stats import EngineStats
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 if TYPE_CHECKING:
-    from llmkit.engine.tokenizer import Tokenizer
+    from llmkit.engine.core.tokenizer import Tokenizer
 
 
 class Lease:

@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import (
     Conversation,
     EngineProtocol,
@@ -15,14 +16,13 @@ from llmkit.engine.protocol import (
     PromptType,
     TokensPrompt,
 )
-from llmkit.engine.stats import EngineStats
 from llmkit.errors import EngineNotStartedError
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 if TYPE_CHECKING:
-    from llmkit.engine.tokenizer import Tokenizer
+    from llmkit.engine.core.tokenizer import Tokenizer
 
 # The EngineStats fields that add up across engines (the rest are limits and rates).
 _SUMMED = (

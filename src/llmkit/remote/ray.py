@@ -20,12 +20,12 @@ import ray
 from ray.exceptions import RayActorError
 
 from llmkit.config import EngineConfig
+from llmkit.engine.core.stats import EngineStats
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.processor import InputProcessor, new_request_id
 from llmkit.engine.protocol import ModelInfo, PromptType
 from llmkit.engine.sched.admission import stats_refusal
-from llmkit.engine.stats import EngineStats
-from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError
 from llmkit.lora_request import LoRARequest
 from llmkit.remote.ray_replica import Replica

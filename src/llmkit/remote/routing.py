@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from llmkit.engine.stats import EngineStats
+from llmkit.engine.core.stats import EngineStats
 
 
 class Router:

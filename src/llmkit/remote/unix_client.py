@@ -22,6 +22,8 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
+from llmkit.engine.core.stats import EngineStats
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.loop import threadsafe_scheduler
 from llmkit.engine.processor import InputProcessor, new_request_id
@@ -29,8 +31,6 @@ from llmkit.engine.protocol import (
     PromptType,
 )
 from llmkit.engine.sched.admission import stats_refusal
-from llmkit.engine.stats import EngineStats
-from llmkit.engine.tokenizer import Tokenizer
 from llmkit.errors import EngineDeadError, EngineNotStartedError, LLMKitError
 from llmkit.lora_request import LoRARequest
 from llmkit.protocol.messages import Message

@@ -12,8 +12,8 @@ import typing
 from array import array
 from typing import Any
 
+from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import EngineOutput, ModelInfo
-from llmkit.engine.stats import EngineStats
 from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import (

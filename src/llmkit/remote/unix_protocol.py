@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
-from llmkit.engine.stats import EngineStats
 from llmkit.errors import EngineDeadError, EngineOverloadedError, ParamError, RequestFailedError
 from llmkit.lora_request import LoRARequest
 from llmkit.protocol.messages import (

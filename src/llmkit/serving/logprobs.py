@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tokenizers import decoders
 
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.outputs import Logprob, PositionLogprobs
 from llmkit.protocol.openai import ChatLogprob, ChatTopLogprob, CompletionLogprobs
 

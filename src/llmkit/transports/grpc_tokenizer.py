@@ -11,7 +11,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 
 CHUNK_BYTES = 64 * 1024
 # Model files a gateway reads beside the tokenizer's own (eos ids, context length).

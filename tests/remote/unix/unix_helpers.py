@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 
 from deadlines import scaled
-from llmkit.engine.stats import EngineStats
+from llmkit.engine.core.stats import EngineStats
 from llmkit.remote.framing import FrameReader, pack
 
 

@@ -11,7 +11,7 @@ import bisect
 import threading
 from typing import Any
 
-from llmkit.engine.stats import EngineStats
+from llmkit.engine.core.stats import EngineStats
 from llmkit.errors import EngineOverloadedError
 
 # Upper bounds (seconds) of the queue wait histogram's buckets; the last is +Inf.

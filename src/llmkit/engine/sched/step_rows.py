@@ -21,7 +21,11 @@ class StepRows:
     pool: list[tuple[Request, int, int]] = field(default_factory=list)  # request, row, count
 
 
-def plan_rows(sched: SchedulerOutput, reported: Callable[[Request], int | None]) -> StepRows:
+# How many prompt-logprob entries a request has reported, or None when it wants none.
+ReportedPromptLogprobs = Callable[[Request], int | None]
+
+
+def plan_rows(sched: SchedulerOutput, reported: ReportedPromptLogprobs) -> StepRows:
     """The last row of each request that samples in this step, the prompt rows of requests
     that want prompt logprobs, and the rows of pooling requests.
 

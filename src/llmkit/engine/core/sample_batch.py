@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from llmkit.engine.core.seq_state import SeqState
 from llmkit.engine.sched.request import Request
-from llmkit.engine.seq_state import SeqState
 from llmkit.model.sampler import SamplingRow
 
 

@@ -15,7 +15,7 @@ import torch
 
 from llmkit.engine.sched.kv_cache import BlockAllocator
 from llmkit.engine.sched.request import Request
-from llmkit.model.runner import SeqInput
+from llmkit.model.batch import SeqInput
 
 
 class EncoderCache:

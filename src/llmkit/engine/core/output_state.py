@@ -11,7 +11,7 @@ import copy
 import threading
 from dataclasses import dataclass, field
 
-from llmkit.engine.detokenizer import IncrementalDetokenizer
+from llmkit.engine.core.detokenizer import IncrementalDetokenizer
 from llmkit.errors import LLMKitError
 from llmkit.outputs import (
     CompletionOutput,

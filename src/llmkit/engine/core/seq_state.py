@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from llmkit.engine.output_state import RequestState
+from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.sched.request import Request
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.pooler import PoolingAccumulator

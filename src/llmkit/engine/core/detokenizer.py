@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmkit.engine.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.sampling_params import SamplingParams
 
 

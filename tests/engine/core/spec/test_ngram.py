@@ -1,6 +1,6 @@
 """Prompt-lookup proposals: the longest recurring suffix, the tokens after its last occurrence."""
 
-from llmkit.engine.sched.ngram import NgramProposer
+from llmkit.engine.core.spec.ngram import NgramProposer
 
 
 def test_the_tokens_after_the_latest_earlier_occurrence_are_proposed():

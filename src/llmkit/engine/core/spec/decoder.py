@@ -1,7 +1,7 @@
 """Speculative decoding in the core: proposals before a step, their check after it.
 
 Proposals come from n-gram lookup, before scheduling, or from a draft model (its own
-runner, :mod:`llmkit.engine.draft`), which runs once the scheduler has made room for
+runner, :mod:`llmkit.engine.core.spec.draft`), which runs once the scheduler has made room for
 them: the scheduler sees placeholders, the draft fills in as many as got room.
 
 A decoding request gets up to k proposed tokens; the step computes them with its last
@@ -22,16 +22,16 @@ import torch
 
 from llmkit.config import EngineConfig
 from llmkit.context_window import context_room
-from llmkit.engine.draft import DraftModel
-from llmkit.engine.output_state import RequestState
-from llmkit.engine.protocol import ModelInfo
-from llmkit.engine.sample_batch import SampleBatch
-from llmkit.engine.sched.ngram import NgramProposer
+from llmkit.engine.core.model_info import ModelInfo
+from llmkit.engine.core.output_state import RequestState
+from llmkit.engine.core.sample_batch import SampleBatch
+from llmkit.engine.core.seq_state import SeqState
+from llmkit.engine.core.spec.draft import DraftModel
+from llmkit.engine.core.spec.ngram import NgramProposer
+from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.sched.request import Request
 from llmkit.engine.sched.scheduler import Scheduler
-from llmkit.engine.seq_state import SeqState
-from llmkit.engine.tokenizer import Tokenizer
-from llmkit.model.runner import SeqInput
+from llmkit.model.batch import SeqInput
 from llmkit.model.sampler import SampledToken
 from llmkit.outputs import SpecDecodeCounts
 
@@ -204,13 +204,10 @@ class SpeculativeDecoder:
 
 
 def create_speculative_decoder(
-    config: EngineConfig, info: ModelInfo, tokenizer: Tokenizer, num_blocks: int
-) -> SpeculativeDecoder | None:
-    """The decoder ``config.speculative_config`` asks for, None if none; a draft model is
+    config: EngineConfig, spec: dict, info: ModelInfo, tokenizer: Tokenizer, num_blocks: int
+) -> SpeculativeDecoder:
+    """The decoder ``spec`` (``config.speculative_config``) asks for; a draft model is
     loaded here, and ``ValueError`` names what makes it unusable."""
-    spec = config.speculative_config
-    if spec is None:
-        return None
     draft = None
     if spec["method"] == "draft_model":
         draft = DraftModel(config, spec, info, tokenizer, num_blocks)

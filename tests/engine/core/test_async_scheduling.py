@@ -13,7 +13,8 @@ import pytest
 import transformers
 
 from llmkit import LLM, AsyncEngine, EngineConfig, SamplingParams
-from llmkit.engine.core import EngineCore
+from llmkit.engine.core.engine_core import EngineCore
+from llmkit.engine.core.launch import Launcher
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
 ENGINE = dict(max_model_len=512, dtype="float32", max_num_seqs=16)
@@ -127,10 +128,10 @@ def test_a_step_is_queued_before_the_previous_ones_tokens_are_read(tiny_model, m
     """The host runs ahead: with two steps' work, one step is launched while another is in
     flight, and every launched step is finished exactly once."""
     events: list[tuple[str, object]] = []  # the steps themselves: ids of dead ones recur
-    launch, finish = EngineCore._launch, EngineCore._finish
+    launch, finish = Launcher.launch, EngineCore._finish
 
-    def traced_launch(self, sched):
-        launched = launch(self, sched)
+    def traced_launch(self, *args):
+        launched = launch(self, *args)
         events.append(("launch", launched))
         return launched
 
@@ -138,7 +139,7 @@ def test_a_step_is_queued_before_the_previous_ones_tokens_are_read(tiny_model, m
         events.append(("finish", launched))
         return finish(self, launched)
 
-    monkeypatch.setattr(EngineCore, "_launch", traced_launch)
+    monkeypatch.setattr(Launcher, "launch", traced_launch)
     monkeypatch.setattr(EngineCore, "_finish", traced_finish)
     llm = LLM(tiny_model, num_kv_blocks=256, async_scheduling=True, **ENGINE)
     llm.generate(_prompts(tiny_model)[:2], SamplingParams(max_tokens=5), use_tqdm=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from llmkit.engine.core.seq_state import SeqState
 from llmkit.engine.sched.request import Request
-from llmkit.engine.seq_state import SeqState
 from llmkit.model.pooler import PoolingAccumulator, finish_embeddings, reduce_chunks
 
 
