@@ -68,7 +68,10 @@ class AsyncEngine(EngineFrontend):
         self._dead: BaseException | None = None
         self._stopping = False
         self._stats = self._core.stats()
-        self._watchdog = Watchdog(lambda: self._core.num_requests, config.watchdog_timeout_s)
+        # Over the core, not self: a closure over self would put the engine in a reference
+        # cycle, which only a garbage collection frees (a model's memory, after shutdown).
+        core = self._core
+        self._watchdog = Watchdog(lambda: core.num_requests, config.watchdog_timeout_s)
 
     # ---- lifetime ------------------------------------------------------------------
 

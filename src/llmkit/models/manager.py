@@ -10,8 +10,10 @@ event loop only; loads run in a worker thread.
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -29,8 +31,17 @@ from llmkit.models.settings import ModelSettings
 from llmkit.models.slot import ModelStatus, Slot
 from llmkit.models.surface import EngineSurface
 
+logger = logging.getLogger(__name__)
 _GIB = 1 << 30
 LoadEngine = Callable[[ModelSettings], EngineProtocol]
+
+
+def _watch(engine: EngineProtocol) -> Callable[[], object]:
+    """Whether ``engine`` still lives, once its holders' references are gone."""
+    try:
+        return weakref.ref(engine)
+    except TypeError:  # no weak references to it: taken as alive
+        return lambda: engine
 
 
 def _load_async_engine(settings: ModelSettings) -> EngineProtocol:
@@ -278,8 +289,13 @@ class ModelManager(EngineSurface):
         try:
             if engine is not None:
                 await engine.__aexit__(None, None, None)
-            del engine
-            gc.collect()  # an engine's tensors sit in reference cycles
+                alive = _watch(engine)
+                del engine  # the last reference: reference counting frees it here
+                if alive() is not None:
+                    # Unless it sits in a reference cycle; a collection (a third of a
+                    # second in a server's process) frees that.
+                    logger.debug("model %s outlived its unload: collecting garbage", slot.name)
+                    gc.collect()
         finally:
             slot.state, slot.expires_at, slot.unload_requested = "unloaded", None, False
             slot.evictions += evicted
