@@ -26,6 +26,7 @@ from llmkit.engine.protocol import (
 )
 from llmkit.engine.request_stream import RequestStream
 from llmkit.engine.stats import EngineStats
+from llmkit.engine.tokenizers import Tokenizers
 from llmkit.engine.watchdog import Watchdog
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.lora_request import LoRARequest
@@ -43,10 +44,17 @@ class AsyncEngine(EngineFrontend):
 
     It implements :class:`~llmkit.engine.protocol.EngineProtocol`, the surface every
     transport uses; its front half (tokenize, render_chat, generate, encode, chat) is
-    :class:`~llmkit.engine.frontend.EngineFrontend`'s.
+    :class:`~llmkit.engine.frontend.EngineFrontend`'s. ``tokenizers``: tokenizers kept
+    between engines (a model manager's), to take this one's from.
     """
 
-    def __init__(self, config: EngineConfig | str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        config: EngineConfig | str | None = None,
+        *,
+        tokenizers: Tokenizers | None = None,
+        **kwargs: Any,
+    ):
         if isinstance(config, str):
             config = EngineConfig.from_kwargs(config, **kwargs)
         elif config is None:
@@ -54,7 +62,7 @@ class AsyncEngine(EngineFrontend):
         elif kwargs:
             raise TypeError("pass either an EngineConfig or keyword fields, not both")
         self.config = config
-        self._core = EngineCore(config)
+        self._core = EngineCore(config, tokenizers)
         self._processor = InputProcessor(self._core.model_info, self._core.tokenizer)
         self._commands = CommandQueue()
         # Weak: the reader's reference is what keeps a stream alive, so dropping it

@@ -44,10 +44,13 @@ def _watch(engine: EngineProtocol) -> Callable[[], object]:
         return lambda: engine
 
 
-def _load_async_engine(settings: ModelSettings) -> EngineProtocol:
+def _async_engines() -> LoadEngine:
+    """Loads AsyncEngines, each model's tokenizer built once and kept for its next load."""
     from llmkit.engine.async_engine import AsyncEngine
+    from llmkit.engine.tokenizers import Tokenizers
 
-    return AsyncEngine(settings.config)
+    tokenizers = Tokenizers()
+    return lambda settings: AsyncEngine(settings.config, tokenizers=tokenizers)
 
 
 class ModelManager(EngineSurface):
@@ -61,7 +64,8 @@ class ModelManager(EngineSurface):
     ``create_app(models)`` serves them all. ``keep_alive_s``: the default seconds a model
     stays loaded after its last request (None: forever); ``memory_bytes``: the budget
     (default: the memory available when the manager is made); ``clock`` and
-    ``load_engine`` are for tests.
+    ``load_engine`` are for tests. A model's tokenizer is built on its first load and kept
+    for the next ones (17 MB for SmolLM2's), which a swap would otherwise wait for.
     """
 
     def __init__(
@@ -73,7 +77,7 @@ class ModelManager(EngineSurface):
         memory_bytes: int | None = None,
         max_waiting: int = 256,
         clock: Callable[[], float] = time.monotonic,
-        load_engine: LoadEngine = _load_async_engine,
+        load_engine: LoadEngine | None = None,
     ):
         self._slots: dict[str, Slot] = {}
         for settings in models:
@@ -92,7 +96,7 @@ class ModelManager(EngineSurface):
         self.memory_bytes = available_memory() if memory_bytes is None else memory_bytes
         self.max_waiting = max_waiting
         self._clock = clock
-        self._load_engine = load_engine
+        self._load_engine = load_engine or _async_engines()
         self._waiting = 0
         self._changed = anyio.Event()
         self._tasks: TaskGroup | None = None
