@@ -35,7 +35,9 @@ class FakeEngine:
 
     async def __aexit__(self, *exc_info: object) -> None:
         self.running = False
-        await anyio.lowlevel.checkpoint()  # as a real one waits for its thread
+        # As a real one, which joins its thread from a worker thread: the worker that loaded
+        # it, whose own reference to it lingers a moment after it returned it, is done then.
+        await anyio.to_thread.run_sync(lambda: None)
 
     def is_healthy(self) -> bool:
         return self.running

@@ -295,9 +295,7 @@ class ModelManager(EngineSurface):
                 await engine.__aexit__(None, None, None)
                 alive = _watch(engine)
                 del engine  # the last reference: reference counting frees it here
-                if alive() is not None:
-                    # Unless it sits in a reference cycle; a collection (a third of a
-                    # second in a server's process) frees that.
+                if alive() is not None:  # in a reference cycle: a collection (~0.2 s) frees it
                     logger.debug("model %s outlived its unload: collecting garbage", slot.name)
                     gc.collect()
         finally:
