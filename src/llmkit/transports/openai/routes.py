@@ -3,8 +3,11 @@ answer with JSON or a stream; every error leaves in OpenAI's shape (the app's ha
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
@@ -106,20 +109,24 @@ class OpenAIRoutes:
 
     async def score(self, request: Request) -> Answer:
         req = await parse_body(request, ScoreRequest)
-        rid = f"score-{request_id(request.scope)}"
-
-        async def answer(ctx: ServingContext) -> Answer:
-            work = partial(score.create_score, ctx, req, rid)
-            return json_answer(await run_until_disconnect(request.receive, work, ctx.closing))
-
-        return await self._jobs.serve(req.model, answer)
+        return await self._scored(request, req, score.create_score, "score")
 
     async def rerank(self, request: Request) -> Answer:
         req = await parse_body(request, RerankRequest)
-        rid = f"rerank-{request_id(request.scope)}"
+        return await self._scored(request, req, score.create_rerank, "rerank")
+
+    async def _scored(
+        self,
+        request: Request,
+        req: ScoreRequest | RerankRequest,
+        create: Callable[[ServingContext, Any, str], Awaitable[BaseModel]],
+        kind: str,
+    ) -> Answer:
+        """``create``'s answer to ``req``, on the model it names."""
+        rid = f"{kind}-{request_id(request.scope)}"
 
         async def answer(ctx: ServingContext) -> Answer:
-            work = partial(score.create_rerank, ctx, req, rid)
+            work = partial(create, ctx, req, rid)
             return json_answer(await run_until_disconnect(request.receive, work, ctx.closing))
 
         return await self._jobs.serve(req.model, answer)
