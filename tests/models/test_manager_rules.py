@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import anyio
 import pytest
 
@@ -32,6 +35,9 @@ class FakeEngine:
 
     async def __aexit__(self, *exc_info: object) -> None:
         self.running = False
+        # As a real one, which joins its thread from a worker thread: the worker that loaded
+        # it, whose own reference to it lingers a moment after it returned it, is done then.
+        await anyio.to_thread.run_sync(lambda: None)
 
     def is_healthy(self) -> bool:
         return self.running
@@ -57,6 +63,15 @@ class Loader:
         if settings.name in self.broken:
             raise ValueError("bad magic number")
         return FakeEngine(settings.name)
+
+
+class CyclicLoader(Loader):
+    """Its engines sit in a reference cycle, as a real one whose parts hold each other."""
+
+    def __call__(self, settings: ModelSettings) -> FakeEngine:
+        engine = super().__call__(settings)
+        engine.itself = engine  # type: ignore[attr-defined]
+        return engine
 
 
 def model(name: str, size_mib: int = 100, **how: object) -> ModelSettings:
@@ -259,3 +274,24 @@ async def test_unload_waits_for_the_last_request() -> None:
     lease.release()
     assert await m.reap_expired() == ["a"]
     assert not await m.unload("a")
+
+
+@pytest.mark.parametrize("cyclic", [False, True], ids=["acyclic", "cyclic"])
+async def test_an_unloaded_engine_is_freed_and_collected_only_in_a_cycle(cyclic) -> None:
+    m = manager(model("a"), loader=CyclicLoader() if cyclic else Loader(), clock=Clock())
+    await m.load("a")
+    engine = weakref.ref(m.loaded_engine("a"))
+    collections: list[str] = []
+    count = lambda phase, info: collections.append(phase)  # noqa: E731
+    enabled = gc.isenabled()
+    gc.disable()  # only what the manager does frees it
+    gc.callbacks.append(count)
+    try:
+        assert await m.unload("a")
+        assert engine() is None
+    finally:
+        gc.callbacks.remove(count)
+        if enabled:
+            gc.enable()
+    # A collection costs a server a third of a second: only a cycle needs one.
+    assert collections == (["start", "stop"] if cyclic else [])

@@ -20,6 +20,7 @@ from llmkit.engine.commands import CommandQueue
 from llmkit.engine.core.engine_core import EngineCore
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.stats import EngineStats
+from llmkit.engine.core.tokenizers import Tokenizers
 from llmkit.engine.core.watchdog import Watchdog
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.processor import InputProcessor
@@ -43,10 +44,17 @@ class AsyncEngine(EngineFrontend):
 
     It implements :class:`~llmkit.engine.protocol.EngineProtocol`, the surface every
     transport uses; its front half (tokenize, render_chat, generate, encode, chat) is
-    :class:`~llmkit.engine.frontend.EngineFrontend`'s.
+    :class:`~llmkit.engine.frontend.EngineFrontend`'s. ``tokenizers``: tokenizers kept
+    between engines (a model manager's), to take this one's from.
     """
 
-    def __init__(self, config: EngineConfig | str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        config: EngineConfig | str | None = None,
+        *,
+        tokenizers: Tokenizers | None = None,
+        **kwargs: Any,
+    ):
         if isinstance(config, str):
             config = EngineConfig.from_kwargs(config, **kwargs)
         elif config is None:
@@ -54,7 +62,7 @@ class AsyncEngine(EngineFrontend):
         elif kwargs:
             raise TypeError("pass either an EngineConfig or keyword fields, not both")
         self.config = config
-        self._core = EngineCore(config)
+        self._core = EngineCore(config, tokenizers)
         self._processor = InputProcessor(self._core.model_info, self._core.tokenizer)
         self._commands = CommandQueue()
         # Weak: the reader's reference is what keeps a stream alive, so dropping it
@@ -68,7 +76,10 @@ class AsyncEngine(EngineFrontend):
         self._dead: BaseException | None = None
         self._stopping = False
         self._stats = self._core.stats()
-        self._watchdog = Watchdog(lambda: self._core.num_requests, config.watchdog_timeout_s)
+        # Over the core, not self: a closure over self would put the engine in a reference
+        # cycle, which only a garbage collection frees (a model's memory, after shutdown).
+        core = self._core
+        self._watchdog = Watchdog(lambda: core.num_requests, config.watchdog_timeout_s)
 
     # ---- lifetime ------------------------------------------------------------------
 

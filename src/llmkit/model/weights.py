@@ -6,7 +6,8 @@ part that is indexed: a tensor-parallel rank reads its own rows or columns, neve
 
 from __future__ import annotations
 
-from collections.abc import Set
+import weakref
+from collections.abc import Callable, Set
 from typing import Any
 
 import torch
@@ -35,6 +36,15 @@ def read(weight: Weight, dim: int = 0, start: int = 0, length: int | None = None
     return weight[index]
 
 
+def set_weight_loader(
+    param: torch.Tensor, loader: Callable[[nn.Parameter, Weight, int | None], None]
+) -> None:
+    """Have ``copy_weight`` load ``param`` through ``loader``, a method of its layer, held
+    weakly: a parameter holding its layer would put every layer in a reference cycle, which
+    only a garbage collection frees (the model's memory, after its engine shut down)."""
+    param.weight_loader = weakref.WeakMethod(loader)  # type: ignore[attr-defined]
+
+
 def copy_weight(
     params: dict[str, nn.Parameter], name: str, weight: Weight, part: int | None = None
 ) -> None:
@@ -45,7 +55,7 @@ def copy_weight(
     param = params[name]
     loader = getattr(param, "weight_loader", None)
     if loader is not None:
-        loader(param, weight, part)
+        loader()(param, weight, part)
     else:
         param.data.copy_(read(weight))
 

@@ -32,7 +32,14 @@ class Lease:
         self._holds = 1
         self.waited_s = waited_s  # how long the request waited for its model to load
         self._release = release
-        self.engine = HeldEngine(engine, self)
+        self._engine = engine
+
+    @property
+    def engine(self) -> EngineProtocol:
+        """The engine, whose streams hold this lease. Made on each call: kept here, it would
+        hold the lease that holds it, a reference cycle that would keep the engine (and its
+        model's memory) alive after an unload until a garbage collection."""
+        return HeldEngine(self._engine, self)
 
     def hold(self) -> None:
         self._holds += 1

@@ -1,82 +1,160 @@
 """An endpoint declared once: path, method, handler, request and response models, how it
-streams and which errors it answers; ``create_app`` builds its route from the declaration,
-and ``/openapi.json`` its operation."""
+streams and which errors it answers; an API, the endpoints whose errors share one shape.
+``create_app`` builds each route from its declaration, and ``/openapi.json`` its operation."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode
-from starlette.requests import Request
 from starlette.routing import Route
 
-Handler = Callable[[Request], Awaitable[Any]]
-# json: one answer; ndjson: with the request's ``stream`` true (Ollama's default) the
-# response model's chunks, one JSON object a line, the last with ``done: true``.
-Streaming = Literal["json", "ndjson"]
+from llmkit.protocol.openai import ErrorResponse
+
+Ref = Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]]
+# json: one answer; sse: with the request's ``stream`` true, Server-Sent Events (each one's
+# data a chunk as JSON); ndjson: with ``stream`` true (Ollama's default) the response model's
+# chunks, one JSON object a line, the last with ``done: true``.
+Streaming = Literal["json", "sse", "ndjson"]
+# A 200's body: a model, plain text, JSON of any shape, or nothing.
+Body = type[BaseModel] | Literal["text", "json"] | None
 _MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson"}
+_OK = {
+    "sse": "The result, or with stream: true its events.",
+    "ndjson": "The answer, or (stream: true, the default) its chunks.",
+}
+# What the server answers before any endpoint does (API keys, body limits, rate limits), in
+# OpenAI's error shape whichever the API; but a body limit met while the endpoint reads its
+# body is that endpoint's error, in its API's shape.
+_BODY_ERRORS = (408, 413)
+SERVER_ERRORS = {
+    401: "The API key is missing or wrong.",
+    408: "The request body did not arrive in time.",
+    413: "The request body is larger than the server takes.",
+    429: "A per-key rate limit was reached; retry after Retry-After.",
+}
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    path: str
+    path: str  # Starlette's, converters included (``/v1/models/{model:path}``)
     method: Literal["GET", "POST", "DELETE"]
-    handler: str  # the name of the method of the protocol's routes object that answers it
+    handler: str  # the name of the method of the API's routes object that answers it
     summary: str
     request: type[BaseModel] | None = None
-    response: type[BaseModel] | None = None
+    response: Body = None
     streaming: Streaming = "json"
-    errors: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()  # the statuses it answers itself, in its API's error shape
     # The task a single served model needs for the document to list it (None: any).
     task: Literal["generate", "embed"] | None = None
+    chunk: type[BaseModel] | None = None  # sse: the model of each event's data
+    events: str = ""  # sse: what each event's data is, where more than a chunk
+    ok: str = ""  # what a 200 means, where not its streaming kind's default
+    notes: tuple[tuple[int, str], ...] = ()  # what a status means here, where not the API's
+    refuses: bool = False  # answers its errors only (no 200)
+    public: bool = False  # needs no API key and is never rate limited (probes, the document)
+
+    @property
+    def documented_path(self) -> str:
+        return re.sub(r"\{(\w+):\w+\}", r"{\1}", self.path)
 
 
-def routes(endpoints: Iterable[Endpoint], handlers: object) -> list[Route]:
-    return [Route(e.path, getattr(handlers, e.handler), methods=[e.method]) for e in endpoints]
+@dataclass(frozen=True)
+class Api:
+    """A wire API: its endpoints, what each status of its own errors means, and the model of
+    an error's body (None: an error has none)."""
+
+    name: str
+    endpoints: tuple[Endpoint, ...]
+    errors: Mapping[int, str]
+    error_model: type[BaseModel] | None
 
 
-def schema_models(endpoints: Iterable[Endpoint]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
-    """The models the endpoints' operations refer to, for the document's schemas."""
+def routes(api: Api, handlers: object) -> list[Route]:
+    """One route per path and handler, with its methods (a 405 then allows them all)."""
+    methods: dict[tuple[str, str], list[str]] = {}
+    for e in api.endpoints:
+        methods.setdefault((e.path, e.handler), []).append(e.method)
+    return [Route(p, getattr(handlers, h), methods=m) for (p, h), m in methods.items()]
+
+
+def schema_models(apis: Iterable[Api]) -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    """The models the APIs' operations refer to, for the document's schemas."""
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = []
-    for e in endpoints:
-        models += [(e.request, "validation")] if e.request else []
-        models += [(e.response, "serialization")] if e.response else []
+    for api in apis:
+        for e in api.endpoints:
+            models += [(e.request, "validation")] if e.request else []
+            for body in (e.response, e.chunk):
+                models += [(body, "serialization")] if isinstance(body, type) else []
+        models += [(api.error_model, "serialization")] if api.error_model else []
     return list(dict.fromkeys(models))
 
 
 def operations(
-    endpoints: Iterable[Endpoint],
-    ref: Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]],
-    errors: dict[int, str],
-    error_schema: dict[str, Any],
-    unauthorized: dict[str, Any] | None = None,
+    api: Api, endpoints: Iterable[Endpoint], ref: Ref, open_paths: frozenset[str] | None
 ) -> dict[str, Any]:
-    """The document's paths for ``endpoints``; ``errors``: what each status means;
-    ``unauthorized``: the 401 of a server that takes API keys."""
+    """The document's paths for ``endpoints`` of ``api``; ``open_paths``: the paths that
+    need no API key (None: the server takes no keys)."""
     paths: dict[str, Any] = {}
     for e in endpoints:
-        ok: dict[str, Any] = {"description": "OK"}
-        if e.response is not None:
-            ok["content"] = {_MEDIA["json"]: {"schema": ref(e.response, "serialization")}}
-            if e.streaming == "ndjson":
-                ok["description"] = "The answer, or (stream: true, the default) its chunks."
-                ok["content"][_MEDIA["ndjson"]] = {"schema": ref(e.response, "serialization")}
-        failures = {
-            str(status): {
-                "description": errors[status],
-                "content": {_MEDIA["json"]: {"schema": error_schema}},
-            }
-            for status in e.errors
+        failures = {status: _own_error(api, e, status, ref) for status in e.errors}
+        # The server's own: rate limits (not on probes), body limits, keys where asked.
+        server: tuple[int, ...] = () if e.public else (429, *_BODY_ERRORS) if e.request else (429,)
+        if open_paths is not None and e.path not in open_paths:
+            server += (401,)
+        failures |= {status: _server_error(api, status, ref) for status in server}
+        responses = {str(s): failures[s] for s in sorted(failures)}
+        operation: dict[str, Any] = {
+            "summary": e.summary,
+            "responses": responses if e.refuses else {"200": _ok(e, ref), **responses},
         }
-        if unauthorized is not None:
-            failures["401"] = unauthorized
-        responses = failures if e.response is None and e.errors else {"200": ok, **failures}
-        operation: dict[str, Any] = {"summary": e.summary, "responses": responses}
+        names = re.findall(r"\{(\w+)", e.path)
+        if names:
+            string = {"type": "string"}
+            operation["parameters"] = [
+                {"name": n, "in": "path", "required": True, "schema": string} for n in names
+            ]
         if e.request is not None:
-            content = {_MEDIA["json"]: {"schema": ref(e.request, "validation")}}
-            operation["requestBody"] = {"required": True, "content": content}
-        paths.setdefault(e.path, {})[e.method.lower()] = operation
+            body = {_MEDIA["json"]: {"schema": ref(e.request, "validation")}}
+            operation["requestBody"] = {"required": True, "content": body}
+        paths.setdefault(e.documented_path, {})[e.method.lower()] = operation
     return paths
+
+
+def _server_error(api: Api, status: int, ref: Ref) -> dict[str, Any]:
+    schema = ref(ErrorResponse, "serialization")
+    if status in _BODY_ERRORS and api.error_model not in (None, ErrorResponse):
+        schema = {"anyOf": [schema, ref(api.error_model, "serialization")]}
+    return {"description": SERVER_ERRORS[status], "content": {_MEDIA["json"]: {"schema": schema}}}
+
+
+def _own_error(api: Api, e: Endpoint, status: int, ref: Ref) -> dict[str, Any]:
+    failure: dict[str, Any] = {"description": dict(e.notes).get(status) or api.errors[status]}
+    if api.error_model is not None:
+        failure["content"] = {_MEDIA["json"]: {"schema": ref(api.error_model, "serialization")}}
+    return failure
+
+
+def _ok(e: Endpoint, ref: Ref) -> dict[str, Any]:
+    default = _OK.get(e.streaming) or ("The result." if e.request else "OK")
+    ok: dict[str, Any] = {"description": e.ok or default}
+    if e.response == "text":
+        ok["content"] = {"text/plain": {"schema": {"type": "string"}}}
+    elif e.response == "json":
+        ok["content"] = {_MEDIA["json"]: {"schema": {}}}
+    elif e.response is not None:
+        schema = ref(e.response, "serialization")
+        ok["content"] = {_MEDIA["json"]: {"schema": schema}}
+        if e.streaming == "ndjson":
+            ok["content"][_MEDIA["ndjson"]] = {"schema": schema}
+        elif e.streaming == "sse":
+            chunk = e.chunk.__name__ if e.chunk else "chunk"
+            about = e.events or f"A {chunk} as JSON, or [DONE] at the end."
+            data = {"data": {"type": "string", "description": about}}
+            event = {"type": "object", "properties": data, "required": ["data"]}
+            ok["content"]["text/event-stream"] = {"schema": event}
+    return ok

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, WebSocketRoute
 
 from llmkit.engine.protocol import EngineProtocol
 from llmkit.lora_request import LoRARequest
@@ -30,8 +30,13 @@ from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.models_metrics import ModelsCollector
 from llmkit.serving.options import ServingOptions
+from llmkit.transports.anthropic.endpoints import ANTHROPIC
+from llmkit.transports.anthropic.routes import AnthropicRoutes
+from llmkit.transports.apis import PUBLIC_PATHS, served
+from llmkit.transports.endpoints import routes as api_routes
 from llmkit.transports.http_answers import ERROR_HANDLERS
 from llmkit.transports.http_body import RequestBodyLimitMiddleware
+from llmkit.transports.http_jobs import Jobs
 from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
 from llmkit.transports.http_middleware import (
     ApiKeyMiddleware,
@@ -40,11 +45,14 @@ from llmkit.transports.http_middleware import (
     RequestContextMiddleware,
     ServerLoad,
 )
-from llmkit.transports.http_models import ModelRoutes
 from llmkit.transports.http_options import AccessOptions, HTTPOptions
-from llmkit.transports.http_routes import RERANK_PATHS, Routes
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
-from llmkit.transports.ollama import OllamaRoutes
+from llmkit.transports.ollama import OLLAMA, OllamaRoutes
+from llmkit.transports.openai.endpoints import LORA_UPDATES, OPENAI
+from llmkit.transports.openai.routes import OpenAIRoutes
+from llmkit.transports.server.endpoints import ROUTER, SERVER
+from llmkit.transports.server.router import ModelRoutes
+from llmkit.transports.server.routes import ServerRoutes
 from llmkit.transports.websocket import WebSocketEndpoint, WebSocketOptions
 
 
@@ -122,43 +130,26 @@ def create_app(
         models=models,
     )
     load = ServerLoad()
-    api = Routes(ctx, metrics, load, http.enable_server_load_tracking, http.sse_keepalive_s)
+    jobs = Jobs(ctx, http.sse_keepalive_s)
+    server = ServerRoutes(ctx, metrics, load, http.enable_server_load_tracking)
     keys = ApiKeys(access.keys)
     origins = access.allowed_origins
-    ws = WebSocketEndpoint(ctx, keys, origins, websocket or WebSocketOptions(), load)
-    routes = [
-        Route("/v1/completions", api.completions, methods=["POST"]),
-        Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
-        Route("/v1/embeddings", api.embeddings, methods=["POST"]),
-        Route("/score", api.score, methods=["POST"]),
-        Route("/v1/score", api.score, methods=["POST"]),
-        *(Route(path, api.rerank, methods=["POST"]) for path in RERANK_PATHS),
-        Route("/v1/responses", api.responses, methods=["POST"]),
-        Route("/v1/responses/{response_id}", api.response, methods=["GET", "DELETE"]),
-        Route("/v1/responses/{response_id}/cancel", api.response, methods=["POST"]),
-        Route("/v1/messages", api.messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", api.count_tokens, methods=["POST"]),
-        Route("/v1/models", api.models, methods=["GET"]),
-        Route("/v1/models/{model:path}", api.model, methods=["GET"]),
-        Route("/tokenize", api.tokenize, methods=["POST"]),
-        Route("/detokenize", api.detokenize, methods=["POST"]),
-        Route("/health", api.readyz, methods=["GET"]),
-        Route("/livez", api.livez, methods=["GET"]),
-        Route("/readyz", api.readyz, methods=["GET"]),
-        Route("/openapi.json", api.openapi, methods=["GET"]),
-        Route("/version", api.version, methods=["GET"]),
-        Route("/metrics", api.metrics, methods=["GET"]),
-        Route("/load", api.load, methods=["GET"]),
-        WebSocketRoute("/v1/ws", ws.handle),
-    ]
-    if enable_lora_runtime_updates:
-        routes += [
-            Route("/v1/load_lora_adapter", api.load_lora_adapter, methods=["POST"]),
-            Route("/v1/unload_lora_adapter", api.unload_lora_adapter, methods=["POST"]),
-        ]
-    routes += OllamaRoutes(ctx).routes()
+    # Each API's handlers: an object whose methods its declarations name.
+    openai = OpenAIRoutes(jobs)
+    handlers: dict[str, object] = {
+        OPENAI.name: openai,
+        LORA_UPDATES.name: openai,
+        ANTHROPIC.name: AnthropicRoutes(jobs),
+        OLLAMA.name: OllamaRoutes(ctx),
+        SERVER.name: server,
+    }
     if models is not None:
-        routes += ModelRoutes(ctx, models).routes()
+        handlers[ROUTER.name] = ModelRoutes(ctx, models)
+    routes: list[BaseRoute] = []
+    for api in served(ctx):
+        routes += api_routes(api, handlers[api.name])
+    ws = WebSocketEndpoint(ctx, keys, origins, websocket or WebSocketOptions(), load)
+    routes.append(WebSocketRoute("/v1/ws", ws.handle))
     if ui:
         routes += ui_routes()
     stack = [_as_middleware(item) for item in reversed(middleware)]
@@ -182,12 +173,12 @@ def create_app(
         )
     )
     # Probes and the API's description need no key, as load balancers and tools read them.
-    probes = {"/health", "/livez", "/readyz", "/openapi.json"} | (PAGE_PATHS if ui else set())
+    probes = PUBLIC_PATHS | (PAGE_PATHS if ui else set())
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = probes if access.metrics_require_api_key else probes | {"/metrics", "/load"}
         stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
-        api.open_paths = frozenset(open_paths)
+        server.open_paths = frozenset(open_paths)
     if rate_limits is not None and rate_limits.enabled:
         stack.append(
             Middleware(

@@ -315,4 +315,5 @@ def _below(bound: int) -> str:
                 top[:i] + f"[{low}-{int(digit) - 1}]" + "[0-9]" * (len(top) - i - 1)
             )
     alternatives.append(top)
-    return "^0*(" + "|".join(sorted(set(alternatives), key=len)) + ")$"
+    # Sorted by length, then text: the same document on every start (a set's order varies).
+    return "^0*(" + "|".join(sorted(set(alternatives), key=lambda a: (len(a), a))) + ")$"

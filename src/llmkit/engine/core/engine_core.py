@@ -26,6 +26,7 @@ from llmkit.engine.core.seq_state import SeqState
 from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.core.token_output import record_prompt_logprobs, record_token
 from llmkit.engine.core.tokenizer import Tokenizer
+from llmkit.engine.core.tokenizers import Tokenizers
 from llmkit.engine.sched.admission import AdmissionQueue
 from llmkit.engine.sched.kv_cache import BlockAllocator
 from llmkit.engine.sched.request import Request, RequestStatus
@@ -43,16 +44,17 @@ logger = logging.getLogger(__name__)
 
 
 class EngineCore:
-    """Owns the scheduler, the KV block allocator and the model; called from one thread."""
+    """Owns the scheduler, the KV block allocator and the model; called from one thread.
+    ``tokenizers``: where to take the tokenizer from (default: built here)."""
 
-    def __init__(self, config: EngineConfig):
+    def __init__(self, config: EngineConfig, tokenizers: Tokenizers | None = None):
         self.config = config
         if resolve_device(config).type == "cpu":  # the kernels compile while the model resolves
             start_cpu_kernel_builds()
         model = resolve(config)
         self.model_info = model.info
         self.pooling_config = model.pooling
-        self.tokenizer = Tokenizer(model.info.tokenizer)
+        self.tokenizer = (tokenizers.get if tokenizers else Tokenizer)(model.info.tokenizer)
         self.max_model_len = model.info.max_model_len
         self.runner = create_runner(config, model.path, model.hf_config, self.max_model_len)
         self.allocator = BlockAllocator(

@@ -22,6 +22,7 @@ class Watchdog:
         self._timeout_s = timeout_s
         self._progress_at = time.monotonic()
         self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def progress(self) -> None:
         self._progress_at = time.monotonic()
@@ -32,10 +33,15 @@ class Watchdog:
         return idle if self._held() and idle > self._timeout_s else None
 
     def start(self) -> None:
-        threading.Thread(target=self._watch, name="llmkit-watchdog", daemon=True).start()
+        self._thread = threading.Thread(target=self._watch, name="llmkit-watchdog", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
+        """Stop, and return once the watching thread has ended: it holds what ``held_requests``
+        reads (the engine's core, and so its model), which a stopped engine must let go of."""
         self._stopped.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
 
     def _watch(self) -> None:
         stalled = False

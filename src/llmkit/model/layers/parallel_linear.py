@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.model.parallel import TensorParallel
-from llmkit.model.weights import FromCheckpoint, Weight, read
+from llmkit.model.weights import FromCheckpoint, Weight, read, set_weight_loader
 
 
 class ColumnParallelLinear(FromCheckpoint, nn.Linear):
@@ -22,7 +22,7 @@ class ColumnParallelLinear(FromCheckpoint, nn.Linear):
         super().__init__(in_features, sum(n for _, n in pieces), bias=bias)
         self.pieces = pieces
         for param in self.parameters():
-            param.weight_loader = self.load_piece  # type: ignore[attr-defined]
+            set_weight_loader(param, self.load_piece)
 
     def load_piece(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
         index = piece or 0
@@ -75,7 +75,7 @@ class RowParallelLinear(FromCheckpoint, nn.Linear):
         self.start, local = tp.shard(in_features, "a row-parallel layer's input")
         super().__init__(local, out_features, bias=bias)
         self.tp = tp
-        self.weight.weight_loader = self.load_columns  # type: ignore[attr-defined]
+        set_weight_loader(self.weight, self.load_columns)
 
     def load_columns(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
         param.data.copy_(read(weight, 1, self.start, self.in_features))

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.model.parallel import TensorParallel
-from llmkit.model.weights import FromCheckpoint, Weight, read
+from llmkit.model.weights import FromCheckpoint, Weight, read, set_weight_loader
 
 
 def _vocab_range(vocab_size: int, tp: TensorParallel) -> tuple[int, int, int]:
@@ -31,7 +31,7 @@ class VocabParallelEmbedding(FromCheckpoint, nn.Embedding):
         self.start, self.rows, per_rank = _vocab_range(vocab_size, tp)
         super().__init__(per_rank, hidden)
         self.tp = tp
-        self.weight.weight_loader = self.load_rows  # type: ignore[attr-defined]
+        set_weight_loader(self.weight, self.load_rows)
 
     def load_rows(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
         _load_rows(param, weight, self.start, self.rows)
@@ -53,7 +53,7 @@ class ParallelLMHead(FromCheckpoint, nn.Linear):
         super().__init__(hidden, per_rank, bias=False)
         self.vocab_size = vocab_size
         self.tp = tp
-        self.weight.weight_loader = self.load_rows  # type: ignore[attr-defined]
+        set_weight_loader(self.weight, self.load_rows)
 
     def load_rows(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
         _load_rows(param, weight, self.start, self.rows)

@@ -1,4 +1,5 @@
-"""/v1/models, /tokenize, /detokenize and /version."""
+"""/v1/models, /tokenize, /detokenize, /version and /load; llama-server's /models/load and
+/models/unload."""
 
 from __future__ import annotations
 
@@ -89,3 +90,20 @@ class UnloadLoRAAdapterRequest(WireModel):
 
 class VersionResponse(BaseModel):
     version: str
+
+
+class ServerLoadResponse(BaseModel):
+    """vLLM's /load: the requests in flight (0 unless the server tracks them)."""
+
+    server_load: int
+
+
+class RouterModelRequest(RequestBody):
+    """llama-server's router body (/models/load, /models/unload): the model, by the name
+    clients use."""
+
+    model: str
+
+
+class RouterResponse(BaseModel):
+    success: bool = True

@@ -1,4 +1,4 @@
-"""Ollama's endpoints, each declared once (transports/endpoints.py)."""
+"""Ollama's API: its endpoints, each declared once (transports/endpoints.py), and its errors."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from llmkit.protocol.ollama import (
     EmbeddingsResponse,
     EmbedRequest,
     EmbedResponse,
+    ErrorBody,
     GenerateRequest,
     GenerateResponse,
     ListResponse,
@@ -17,10 +18,10 @@ from llmkit.protocol.ollama import (
     ShowResponse,
     VersionResponse,
 )
-from llmkit.transports.endpoints import Endpoint
+from llmkit.transports.endpoints import Api, Endpoint
 
 # What each status means on /api/*; the body is always {"error": "..."}.
-OLLAMA_ERRORS = {
+_ERRORS = {
     400: "The request is invalid (the message names the field).",
     404: "No model of that name is served.",
     500: "The model failed to load (the message names it and why), or the engine failed.",
@@ -30,7 +31,7 @@ OLLAMA_ERRORS = {
 _MODEL_ERRORS = (400, 404, 500, 503)
 _STORE = "Refused: this server serves the models it was started with."
 
-OLLAMA_ENDPOINTS = (
+_ENDPOINTS = (
     Endpoint("/api/chat", "POST", "chat", "Answer a conversation.", ChatRequest, ChatResponse,
              "ndjson", _MODEL_ERRORS, "generate"),
     Endpoint("/api/generate", "POST", "generate", "Complete a prompt.", GenerateRequest,
@@ -45,7 +46,8 @@ OLLAMA_ENDPOINTS = (
     Endpoint("/api/ps", "GET", "ps", "The loaded models.", response=PsResponse),
     Endpoint("/api/version", "GET", "version", "The Ollama API version served.",
              response=VersionResponse),
-    *(Endpoint(path, "POST", "unsupported", _STORE, errors=(403,))
+    *(Endpoint(path, "POST", "unsupported", _STORE, errors=(403,), refuses=True)
       for path in ("/api/pull", "/api/push", "/api/create", "/api/copy")),
-    Endpoint("/api/delete", "DELETE", "unsupported", _STORE, errors=(403,)),
+    Endpoint("/api/delete", "DELETE", "unsupported", _STORE, errors=(403,), refuses=True),
 )  # fmt: skip
+OLLAMA = Api("ollama", _ENDPOINTS, _ERRORS, ErrorBody)

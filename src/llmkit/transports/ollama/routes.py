@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from llmkit.models import parse_keep_alive
 from llmkit.protocol.ollama import (
@@ -34,12 +33,10 @@ from llmkit.serving.errors import OpenAIError, bad_request
 from llmkit.serving.models import hold_model
 from llmkit.serving.ollama import Kind, Timer
 from llmkit.serving.ollama_convert import chat_request, embed_request, generate_request
-from llmkit.transports.endpoints import routes
 from llmkit.transports.http_answers import json_answer, parse_body
 from llmkit.transports.http_held import Answer, HeldResponse
 from llmkit.transports.http_middleware import request_id
 from llmkit.transports.http_stream import EventStreamResponse, StreamStyle, run_until_disconnect
-from llmkit.transports.ollama.endpoints import OLLAMA_ENDPOINTS
 
 # The Ollama release whose API this follows; clients check it before using newer fields.
 OLLAMA_VERSION = "0.12.6"
@@ -74,9 +71,6 @@ def _ollama_json(result: BaseModel | None) -> Response:
 class OllamaRoutes:
     def __init__(self, ctx: ServingContext):
         self.ctx = ctx
-
-    def routes(self) -> list[Route]:
-        return routes(OLLAMA_ENDPOINTS, self)
 
     @_ollama_errors
     async def chat(self, request: Request) -> Answer:

@@ -1,0 +1,1 @@
+"""The OpenAI API (HTTP + Server-Sent Events), and vLLM's endpoints beside it."""
