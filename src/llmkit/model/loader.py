@@ -103,8 +103,9 @@ def load_model(
     finally:
         torch.set_default_dtype(previous)
     native = native or NativeWeights()
-    native.install(cast(nn.Module, model))
+    replaced = native.install(cast(nn.Module, model))
     model.load_weights(iter_weights(path, lazy=tp.size > 1, skip=native.tensors))
+    del replaced  # their weight loaders were needed until here
     return model.eval()
 
 

@@ -46,11 +46,18 @@ class NativeWeights:
     modules: dict[str, Callable[[Any], nn.Module]] = field(default_factory=dict)  # old -> new
     tensors: set[str] = field(default_factory=set)
 
-    def install(self, model: nn.Module) -> None:
+    def install(self, model: nn.Module) -> list[nn.Module]:
+        """Put the modules in place; returns those they replaced. A new one may keep an old
+        one's parameter (its bias), whose weight loader is a method of the old module held
+        weakly: the caller keeps them until the weights are loaded."""
+        replaced = []
         for name, make in self.modules.items():
             parent, _, child = name.rpartition(".")
             owner = model.get_submodule(parent) if parent else model
-            setattr(owner, child, make(owner.get_submodule(child)))
+            old = owner.get_submodule(child)
+            setattr(owner, child, make(old))
+            replaced.append(old)
+        return replaced
 
 
 def linears_only(
