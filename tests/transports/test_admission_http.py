@@ -9,9 +9,9 @@ import time
 
 import httpx
 import pytest
-from serve_helpers import metric
 
 from deadlines import Deadline
+from serve_helpers import metric
 
 pytestmark = pytest.mark.anyio
 

@@ -30,6 +30,7 @@ from page_helpers import (
     serve_on_port,
     watch_reply,
 )
+
 from serve_helpers import metric
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import anyio
 import openai
 import pytest
+
 from serve_helpers import metric_samples
 
 MODEL = "tiny"

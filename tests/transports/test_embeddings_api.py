@@ -9,6 +9,7 @@ import anyio
 import numpy as np
 import openai
 import pytest
+
 from serve_helpers import metric_samples
 
 sentence_transformers = pytest.importorskip("sentence_transformers")

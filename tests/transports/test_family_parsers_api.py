@@ -10,6 +10,7 @@ import json
 
 import openai
 import pytest
+
 from tool_helpers import TOOLS
 
 anthropic = pytest.importorskip("anthropic")

@@ -11,7 +11,6 @@ import zipfile
 import grpc
 import pytest
 from anyio.from_thread import start_blocking_portal
-from hostile_values import HOSTILE_SETTINGS
 from hypothesis import example, given
 from hypothesis import strategies as st
 from smg_grpc_proto import vllm_engine_pb2 as pb
@@ -19,6 +18,7 @@ from smg_grpc_proto import vllm_engine_pb2_grpc as pb_grpc
 from smg_grpc_proto.generated import common_pb2
 
 from deadlines import Deadline, scaled
+from hostile_values import HOSTILE_SETTINGS
 from llmkit import AsyncEngine, EngineConfig, SamplingParams
 from llmkit.grpc import serve_grpc
 

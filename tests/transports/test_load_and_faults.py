@@ -11,6 +11,7 @@ import time
 
 import httpx
 import pytest
+
 from serve_helpers import metric_samples
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import openai
 import pytest
+
 from tool_helpers import SCHEMAS
 
 TOOLS = [{"type": "function", "name": name, "parameters": s} for name, s in SCHEMAS.items()]

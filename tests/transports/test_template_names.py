@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from serve_helpers import rendered
-from tool_helpers import TOOLS
 
 from llmkit import LLM, AsyncEngine, EngineConfig, SamplingParams
+from serve_helpers import rendered
+from tool_helpers import TOOLS
 
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
 # The example plugin distribution's template (installed with the test dependencies).

@@ -10,6 +10,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
+
 from serve_helpers import rendered
 from tool_helpers import TOOLS, broken_plugin_env, schema_of, without_template
 

@@ -15,16 +15,16 @@ import httpx
 import msgpack
 import openai
 import pytest
-from hostile_values import HOSTILE_SETTINGS, values
 from hypothesis import example, given
 from hypothesis import strategies as st
-from serve_helpers import metric
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as connect_sync
 
 from deadlines import scaled
+from hostile_values import HOSTILE_SETTINGS, values
 from llmkit.transports.websocket_client import WebSocketClient, WebSocketError
+from serve_helpers import metric
 
 pytestmark = pytest.mark.anyio
 

@@ -10,6 +10,7 @@ import jsonschema
 import openai
 import pytest
 from tokenizers import Tokenizer
+
 from tool_helpers import TOOLS, schema_of
 
 SCHEMA = {
