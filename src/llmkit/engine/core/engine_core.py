@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -39,6 +40,9 @@ from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.runner import resolve_device
 from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import SpecDecodeCounts
+
+if TYPE_CHECKING:  # imported only where speculation is configured
+    from llmkit.engine.core.spec.decoder import SpeculativeDecoder
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +77,7 @@ class EngineCore:
             model.info.vocab_size, self.runner.device, config.seed, self.runner.staging
         )
         self.encoder = EncoderCache(self.runner.embed_images)
-        self.spec = None
+        self.spec: SpeculativeDecoder | None = None
         if (spec := config.speculative_config) is not None:
             # Only here: an engine without speculation never loads the spec package.
             from llmkit.engine.core.spec.decoder import create_speculative_decoder
@@ -166,10 +170,8 @@ class EngineCore:
         """Release what the core started (tensor-parallel workers); idempotent."""
         self.runner.close()
 
-    def _spec_totals(self) -> SpecDecodeCounts:
-        return self.spec.totals if self.spec is not None else SpecDecodeCounts()
-
     def stats(self) -> EngineStats:
+        spec = self.spec.totals if self.spec is not None else SpecDecodeCounts()
         return EngineStats(
             num_running=self.scheduler.num_running,
             num_waiting=self.scheduler.num_waiting,
@@ -180,7 +182,7 @@ class EngineCore:
             prompt_tokens=self._prompt_tokens,
             steps=self._steps,
             num_preemptions=self._preemptions,
-            **{f"spec_{k}": v for k, v in dataclasses.asdict(self._spec_totals()).items()},
+            **{f"spec_{k}": v for k, v in dataclasses.asdict(spec).items()},
             **self.queue.stats_fields(),
         )
 
