@@ -6,7 +6,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field
 
-from llmkit.protocol.openai.common import Int64, JsonObject, RequestBody, Seed
+from llmkit.protocol.openai.common import (
+    Int64,
+    Integer,
+    JsonObject,
+    PositiveInt,
+    RequestBody,
+    Seed,
+)
 
 # Go's duration syntax ("5m", "1h30m", "-1s"), or seconds, as a string or a number.
 _DURATION = r"^[+-]?(((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+|\d+(\.\d*)?|\.\d+)$"
@@ -82,7 +89,7 @@ class GenerateRequest(_Generation):
     suffix: str | None = None
     system: str | None = None
     template: str | None = None
-    context: list[int] | None = None
+    context: list[Integer] | None = None
     raw: bool = False
     images: list[str] | None = None
 
@@ -93,7 +100,7 @@ class EmbedRequest(RequestBody):
     truncate: bool = True
     options: Options | None = None
     keep_alive: KeepAlive = None
-    dimensions: int | None = Field(default=None, ge=1)
+    dimensions: PositiveInt | None = None
 
 
 class EmbeddingsRequest(RequestBody):
