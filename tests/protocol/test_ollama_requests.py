@@ -18,3 +18,12 @@ def test_integer_fields_take_integral_floats_and_refuse_fractions():
     for bad in (57.5, "57", True, 0):
         with pytest.raises(ValidationError):
             EmbedRequest.model_validate({**body, "dimensions": bad})
+
+
+def test_an_empty_stop_string_is_refused_as_the_schema_says():
+    body = {"model": "m", "prompt": "hi", "options": {"stop": ""}}
+    with pytest.raises(ValidationError):
+        GenerateRequest.model_validate(body)
+    with pytest.raises(ValidationError):
+        GenerateRequest.model_validate({**body, "options": {"stop": ["a", ""]}})
+    assert GenerateRequest.model_validate({**body, "options": {"stop": ["a"]}}).options

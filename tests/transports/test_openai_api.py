@@ -305,6 +305,17 @@ def test_models_tokenize_detokenize_version(client, server):
         assert http.get("/version").json()["version"]
 
 
+def test_an_empty_model_name_is_the_default_model_as_the_document_says(server):
+    """As vLLM takes it: "" names the default model, like no name."""
+    with server.http() as http:
+        ids = http.post("/detokenize", json={"model": "", "tokens": [5, 6]})
+        assert ids.status_code == 200, ids.text
+        done = http.post("/v1/completions", json={"model": "", "prompt": "hi", "max_tokens": 2})
+        assert done.status_code == 200 and done.json()["model"] == MODEL
+        schema = http.get("/openapi.json").json()["components"]["schemas"]["DetokenizeRequest"]
+        assert "" in schema["properties"]["model"]["anyOf"][0]["enum"]
+
+
 def test_request_id_is_echoed_or_made_up(server):
     with server.http() as http:
         given = http.get("/v1/models", headers={"X-Request-Id": "my-id-1"})

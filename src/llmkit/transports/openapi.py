@@ -38,12 +38,12 @@ def openapi_document(
     for schema in schemas.values():
         if schema.get("title", "").endswith("Request") and "model" in schema["properties"]:
             # Ollama's and the router's requests must name their model; OpenAI's default to
-            # the first.
+            # the first, when they leave it out or name "" (as vLLM takes it).
             if "model" in schema.get("required", ()):
                 schema["properties"]["model"] = {"enum": names}
             else:
                 schema["properties"]["model"] = {
-                    "anyOf": [{"enum": names}, {"type": "null"}],
+                    "anyOf": [{"enum": [*names, ""]}, {"type": "null"}],
                     "default": None,
                 }
     if info is not None:

@@ -37,7 +37,7 @@ class Options(RequestBody):
     top_k: Int64 | None = None
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     seed: Seed | None = None
-    stop: str | list[str] | None = None
+    stop: Text | list[Text] | None = None  # "" would stop at once: refused, as in OpenAI's bodies
     repeat_penalty: float | None = Field(default=None, gt=0.0)
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
