@@ -117,6 +117,15 @@ def test_top_k_one_is_greedy(llm):
     assert sampled.token_ids == greedy
 
 
+@pytest.mark.parametrize("top_p", [1e-9, 1e-45, 1e-323])
+def test_a_tiny_top_p_keeps_the_top_token(llm, top_p):
+    """Below float32's smallest number top_p rounds to 0: the top token still stays (it
+    had masked every token, and sampled token 0)."""
+    greedy = _one(llm, PROMPT, _greedy(max_tokens=12)).token_ids
+    params = SamplingParams(temperature=1.0, top_p=top_p, max_tokens=12, ignore_eos=True)
+    assert _one(llm, PROMPT, params).token_ids == greedy
+
+
 def test_output_kinds_through_the_core(llm):
     """DELTA outputs concatenate to the CUMULATIVE text; FINAL_ONLY yields once."""
     core = llm._core

@@ -304,7 +304,9 @@ def _top_k_top_p(
     mask = ranks >= k[:, None]
     p = staging.to_device(top_p, torch.float32)[:, None]
     probs = torch.softmax(sorted_logits.masked_fill(mask, _NEG_INF), dim=-1)
-    # Drop a token when the tokens before it already reach p; the top token always stays.
+    # Drop a token when the tokens before it already reach p; the top token always stays,
+    # also when p is below float32's smallest number (it rounds to 0, which all would reach).
     mask |= (probs.cumsum(-1) - probs) >= p
+    mask[:, 0] = False
     sorted_logits = sorted_logits.masked_fill(mask, _NEG_INF)
     return torch.empty_like(logits).scatter_(-1, order, sorted_logits)
