@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 
@@ -145,7 +146,10 @@ async def test_slow_reader_does_not_slow_a_fast_one(config):
         for _ in range(3):
             baseline.append(await beside(keeps_up))
             rates.append(await beside(slow, slow_outputs))
-        assert max(rates) >= 0.8 * max(baseline)
+        # Medians: one round's outlier on either side (a clock ramp, a neighbour's burst)
+        # says nothing of the slow reader; a slow reader that held the fast one back would
+        # show in every round.
+        assert statistics.median(rates) >= 0.8 * statistics.median(baseline), (rates, baseline)
         # The slow reader got coalesced deltas rather than one output per token.
         assert any(len(o.outputs[0].token_ids) > 1 for o in slow_outputs)
         await _settles(engine)
