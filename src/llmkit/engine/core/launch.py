@@ -102,15 +102,6 @@ class Launcher:
         return launched
 
 
-def needs_host_tokens(req: Request) -> bool:
-    """Whether sampling ``req`` reads its output tokens on the host: a grammar advanced by
-    each token, penalties counted over them, or ``min_tokens`` counting them."""
-    params = req.sampling_params
-    if params is None:
-        return False
-    return req.matcher is not None or params.needs_penalties or params.min_tokens > 0
-
-
 def resolve_async_scheduling(
     config: EngineConfig, device: torch.device, *, speculative: bool
 ) -> bool:

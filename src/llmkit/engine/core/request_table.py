@@ -4,13 +4,21 @@ request ends (finished, aborted, failed), giving back what it held."""
 from __future__ import annotations
 
 from llmkit.engine.core.encoder_cache import EncoderCache
-from llmkit.engine.core.launch import needs_host_tokens
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.seq_state import SeqState
 from llmkit.engine.sched.admission import AdmissionQueue
 from llmkit.engine.sched.request import Request, RequestStatus
 from llmkit.engine.sched.scheduler import Scheduler
 from llmkit.errors import LLMKitError
+
+
+def needs_host_tokens(req: Request) -> bool:
+    """Whether sampling ``req`` reads its output tokens on the host: a grammar advanced by
+    each token, penalties counted over them, or ``min_tokens`` counting them."""
+    params = req.sampling_params
+    if params is None:
+        return False
+    return req.matcher is not None or params.needs_penalties or params.min_tokens > 0
 
 
 class RequestTable:
