@@ -169,7 +169,7 @@ def main() -> None:
     def plain_bench(fn) -> float:
         return plain_do_bench(fn, return_mode="median")
 
-    from llmkit.model.attention import TorchAttentionBackend
+    from llmkit.model.attention import AttentionSpec, TorchAttentionBackend
     from llmkit.model.attention.triton import (
         TritonAttentionBackend,
         choose_num_splits,
@@ -208,7 +208,7 @@ def main() -> None:
             num_kv_heads=heads[1],
             num_compute_units=compute_units(device),
         )
-        inputs = (query, k_cache, v_cache, meta, scale)
+        inputs = (query, k_cache, v_cache, meta, AttentionSpec(scale))
         ms = timed(do_bench, auto, inputs)
         ms_unsplit = timed(do_bench, unsplit, inputs) if splits > 1 else ms
         # The torch backend copies host metadata to the GPU, which a graph cannot capture.
@@ -218,8 +218,8 @@ def main() -> None:
         ms_sdpa = sdpa_flash_ms(do_bench, query, k_cache, v_cache, meta) if same else math.nan
         # Agreement check, so a fast but wrong kernel cannot post a number.
         if not args.skip_torch:
-            got = auto.forward(query, k_cache, v_cache, meta, scale).float()
-            want = reference.forward(query, k_cache, v_cache, meta, scale).float()
+            got = auto.forward(query, k_cache, v_cache, meta, AttentionSpec(scale)).float()
+            want = reference.forward(query, k_cache, v_cache, meta, AttentionSpec(scale)).float()
             err = ((got - want).abs().max() / want.abs().max()).item()
             if err > 2e-2:
                 sys.exit(f"{case.label}: triton and torch disagree (relative error {err:.1e})")

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from llmkit.model.attention import AttentionMetadata, TorchAttentionBackend, create_backend
+from llmkit.model.attention import (
+    AttentionMetadata,
+    AttentionSpec,
+    TorchAttentionBackend,
+    create_backend,
+)
 from llmkit.model.attention.triton import TritonAttentionBackend, choose_num_splits
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -257,7 +262,7 @@ def test_padded_decode_rows_read_and_write_nothing(device, seed, splits):
     backend.write_kv(kv, kv, batch.k_cache, batch.v_cache, padded.slot_mapping[real:])
     assert torch.equal(batch.k_cache.nan_to_num(), k_before.nan_to_num())
     assert torch.equal(batch.v_cache.nan_to_num(), v_before.nan_to_num())
-    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, batch.scale)
+    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, AttentionSpec(batch.scale))
     assert_close(out[:real], reference(batch), shape.dtype, seed)
     assert torch.equal(out[real:].cpu(), torch.zeros_like(out[real:].cpu()))
 
@@ -374,7 +379,7 @@ def test_steps_write_then_attend(device, seed, dtype, splits):
         tri_backend.write_kv(key.to(device), value.to(device), tri_k, tri_v, tri_meta.slot_mapping)
         assert torch.equal(tri_k.cpu(), ref_k) and torch.equal(tri_v.cpu(), ref_v), f"seed {seed}"
 
-        scale = head_dim**-0.5
-        ref = ref_backend.forward(query.float(), ref_k.float(), ref_v.float(), ref_meta, scale)
-        out = tri_backend.forward(query.to(device), tri_k, tri_v, tri_meta, scale)
+        spec = AttentionSpec(head_dim**-0.5)
+        ref = ref_backend.forward(query.float(), ref_k.float(), ref_v.float(), ref_meta, spec)
+        out = tri_backend.forward(query.to(device), tri_k, tri_v, tri_meta, spec)
         assert_close(out, ref, torch_dtype, seed)

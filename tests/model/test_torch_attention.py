@@ -16,20 +16,30 @@ import sys
 import pytest
 import torch
 
-from llmkit.model.attention import AttentionMetadata, paged_decode_cpu
+from llmkit.model.attention import AttentionMetadata, AttentionSpec, paged_decode_cpu
 from llmkit.model.attention.torch import _QUERY_CHUNK, TorchAttentionBackend
 
 BLOCK = 16
 
 
-def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """``q`` ``[Q, H, D]``, the last Q positions of ``k``/``v`` ``[L, H_kv, D]``, causal."""
+def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec) -> torch.Tensor:
+    """``q`` ``[Q, H, D]``, the last Q positions of ``k``/``v`` ``[L, H_kv, D]``, causal,
+    within ``spec.window``, soft-capped, with a zero-valued sink key per head."""
     q_len, ctx_len = q.shape[0], k.shape[0]
     group = q.shape[1] // k.shape[1]
     k, v = (t.double().repeat_interleave(group, dim=1) for t in (k, v))
-    scores = torch.einsum("qhd,lhd->hql", q.double(), k) * scale
-    future = torch.arange(ctx_len)[None, :] > torch.arange(ctx_len - q_len, ctx_len)[:, None]
-    scores.masked_fill_(future, float("-inf"))
+    scores = torch.einsum("qhd,lhd->hql", q.double(), k) * spec.scale
+    if spec.softcap is not None:
+        scores = spec.softcap * torch.tanh(scores / spec.softcap)
+    keys, queries = torch.arange(ctx_len)[None, :], torch.arange(ctx_len - q_len, ctx_len)[:, None]
+    hidden = keys > queries
+    if spec.window is not None:
+        hidden |= queries - keys >= spec.window
+    scores.masked_fill_(hidden, float("-inf"))
+    if spec.sinks is not None:
+        sink = spec.sinks.double()[:, None, None].expand(-1, q_len, 1)
+        probs = torch.cat([scores, sink], dim=-1).softmax(-1)[..., :-1]
+        return torch.einsum("hql,lhd->qhd", probs, v)
     return torch.einsum("hql,lhd->qhd", scores.softmax(-1), v)
 
 
@@ -47,6 +57,26 @@ def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> to
 def test_step_matches_attention_by_definition(
     dtype, kv_dtype, tolerance, kv_heads, group, head_dim, decode_kernel
 ):
+    _check_step(dtype, kv_dtype, tolerance, kv_heads, group, head_dim, decode_kernel, None)
+
+
+SPECS = {
+    "window": {"window": 40},
+    "softcap": {"softcap": 2.0},
+    "sinks": {"sinks": True},
+    "all": {"window": 100, "softcap": 5.0, "sinks": True},  # a window wider than a chunk
+}
+
+
+@pytest.mark.parametrize("spec", list(SPECS), ids=list(SPECS))
+@pytest.mark.parametrize("decode_kernel", [True, False], ids=["kernel", "torch"])
+def test_layer_specs_match_attention_by_definition(spec, decode_kernel):
+    """Sliding windows (shorter than the prompts and the chunks, and longer), soft-capped
+    scores and attention sinks: prefill chunks, decode groups and the C decode kernel."""
+    _check_step(torch.float32, torch.float32, 1e-5, 2, 4, 32, decode_kernel, SPECS[spec])
+
+
+def _check_step(dtype, kv_dtype, tolerance, kv_heads, group, head_dim, decode_kernel, spec):
     rng = random.Random(0)
     torch.manual_seed(0)
     # (cached tokens, new tokens): prefills over 1-3 query chunks, one after cached context,
@@ -88,15 +118,18 @@ def test_step_matches_attention_by_definition(
         query_start_loc_host=starts,
         seq_lens_host=seq_lens,
     )
-    scale = head_dim**-0.5
+    fields = dict(spec or {})
+    if fields.pop("sinks", False):
+        fields["sinks"] = torch.randn(kv_heads * group) * 2
+    layer = AttentionSpec(head_dim**-0.5, **fields)
     backend.prepare(meta, BLOCK, dtype)
     assert backend._plan is not None
     kernel = decode_kernel and dtype == torch.float32 and paged_decode_cpu.load() is not None
     assert (backend._plan.kernel_decodes is not None) == kernel
-    out = backend.forward(torch.cat(queries), k_cache, v_cache, meta, scale)
+    out = backend.forward(torch.cat(queries), k_cache, v_cache, meta, layer)
     assert out.dtype == dtype
     for i, q in enumerate(queries):
-        want = naive(q, keys[i], values[i], scale)
+        want = naive(q, keys[i], values[i], layer)
         got = out[starts[i] : starts[i + 1]].double()
         err = ((got - want).abs().max() / want.abs().max()).item()
         assert err < tolerance, f"request {i} {steps[i]}: relative error {err:.1e}"

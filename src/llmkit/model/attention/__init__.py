@@ -6,10 +6,16 @@ torch-only install never imports ``triton``.
 
 from __future__ import annotations
 
-from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
+from llmkit.model.attention.base import AttentionBackend, AttentionMetadata, AttentionSpec
 from llmkit.model.attention.torch import TorchAttentionBackend
 
-__all__ = ["AttentionBackend", "AttentionMetadata", "TorchAttentionBackend", "create_backend"]
+__all__ = [
+    "AttentionBackend",
+    "AttentionMetadata",
+    "AttentionSpec",
+    "TorchAttentionBackend",
+    "create_backend",
+]
 
 
 def create_backend(name: str) -> AttentionBackend:

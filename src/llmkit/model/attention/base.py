@@ -15,6 +15,32 @@ from dataclasses import dataclass
 import torch
 
 
+@dataclass(frozen=True, eq=False)
+class AttentionSpec:
+    """How one layer attends, which every backend and the fused CPU step honour.
+
+    ``window``: the keys a query sees, itself included (HF's ``sliding_window``: key ``j`` is
+    seen from position ``p`` when ``p - j < window``); None sees the whole context.
+    ``softcap``: scores become ``softcap * tanh(score / softcap)`` before the softmax.
+    ``sinks``: ``[H_q]`` float32 logits of one extra key per head whose value is zero
+    (gpt-oss): they take a share of the softmax and add nothing to the output.
+    """
+
+    scale: float
+    window: int | None = None
+    softcap: float | None = None
+    sinks: torch.Tensor | None = None
+
+    @property
+    def plain(self) -> bool:
+        """Scaled dot-product attention over the whole causal context and nothing more."""
+        return self.window is None and self.softcap is None and self.sinks is None
+
+    def first_key(self, position: int) -> int:
+        """The first key position a query at ``position`` sees."""
+        return 0 if self.window is None else max(0, position - self.window + 1)
+
+
 @dataclass
 class AttentionMetadata:
     """The step's batch layout, built once per step by the runner and shared by all layers."""
@@ -92,6 +118,7 @@ class AttentionBackend(ABC):
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
-        scale: float,
+        spec: AttentionSpec,
     ) -> torch.Tensor:
-        """Causal paged attention for ``query`` ``[T, H_q, D]``; returns ``[T, H_q, D]``."""
+        """Causal paged attention for ``query`` ``[T, H_q, D]`` as ``spec`` says; returns
+        ``[T, H_q, D]``."""

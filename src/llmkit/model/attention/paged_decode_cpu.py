@@ -18,6 +18,7 @@ import torch
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
+from llmkit.model.attention.base import AttentionSpec
 
 SOURCE = SOURCES / "paged_decode.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
@@ -27,7 +28,7 @@ KV_DTYPES = (torch.float32, torch.float16)  # the caches the kernel reads
 @functools.cache
 def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64, _I64]
+    argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64, ctypes.c_float, _P, _I64, _I64]
     return load_function(SOURCE, "paged_decode_f32", argtypes)
 
 
@@ -40,9 +41,10 @@ def paged_decode(
     reqs: torch.Tensor,
     rows: torch.Tensor,
     out: torch.Tensor,
-    scale: float,
+    spec: AttentionSpec,
 ) -> None:
-    """``out[rows[i]]`` = attention of ``query[rows[i]]`` over request ``reqs[i]``'s context.
+    """``out[rows[i]]`` = attention of ``query[rows[i]]`` over request ``reqs[i]``'s context,
+    as ``spec`` says (its window, soft-cap and sinks).
 
     ``query``/``out`` ``[T, H, D]``, caches ``[blocks, block_size, H_kv, D]`` (float32 or
     float16),
@@ -59,6 +61,7 @@ def paged_decode(
         if not all(t.dtype == dtype and t.is_contiguous() and t.is_cpu for t in tensors):
             raise ValueError("paged_decode takes contiguous CPU tensors of the documented dtypes")
     block_size, num_kv_heads, head_dim = k_cache.shape[1:]
+    sinks = None if spec.sinks is None else spec.sinks.float().contiguous()
     status = kernel(
         query.data_ptr(),
         k_cache.data_ptr(),
@@ -74,7 +77,10 @@ def paged_decode(
         query.shape[1],
         num_kv_heads,
         head_dim,
-        scale,
+        spec.scale,
+        spec.window or 0,
+        spec.softcap or 0.0,
+        None if sinks is None else sinks.data_ptr(),
         k_cache.dtype == torch.float16,
         torch.get_num_threads(),
     )

@@ -8,13 +8,13 @@ and reused by every layer.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from llmkit.model.attention import paged_decode_cpu
-from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
+from llmkit.model.attention.base import AttentionBackend, AttentionMetadata, AttentionSpec
 
 # Measured on a 2-core CPU (64 decodes, contexts 16..512): 8 per group costs a quarter
 # of one padded batch; larger groups spill the gathered K/V out of cache.
@@ -31,6 +31,18 @@ class _DecodeGroup:
     mask: torch.Tensor  # [R, 1, 1, max_len] additive: 0 in context, -inf beyond
     width: int  # blocks per request, padded
     max_len: int
+    seq_lens: torch.Tensor  # [R, 1]
+    windowed: dict[int, torch.Tensor] = field(default_factory=dict)  # window -> its mask
+
+    def mask_for(self, window: int | None) -> torch.Tensor:
+        """The additive key mask of a layer with ``window`` (made once per step)."""
+        if window is None:
+            return self.mask
+        if window not in self.windowed:
+            keys = torch.arange(self.max_len, device=self.mask.device)[None, :]
+            early = (keys < self.seq_lens - window)[:, None, None, :]
+            self.windowed[window] = self.mask.masked_fill(early, float("-inf"))
+        return self.windowed[window]
 
 
 @dataclass
@@ -119,7 +131,7 @@ class TorchAttentionBackend(AttentionBackend):
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
-        scale: float,
+        spec: AttentionSpec,
     ) -> torch.Tensor:
         plan = self._plan
         block_size = k_cache.shape[1]
@@ -141,7 +153,7 @@ class TorchAttentionBackend(AttentionBackend):
                 reqs,
                 decode_rows,
                 out,
-                scale,
+                spec,
             )
         num_kv_heads = k_cache.shape[2]
         for group in plan.decode_groups:
@@ -150,14 +162,20 @@ class TorchAttentionBackend(AttentionBackend):
             # (1.1-1.9x faster than SDPA's enable_gqa here).
             q = query[group.rows]
             q = q.view(q.shape[0], num_kv_heads, -1, q.shape[-1])
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=group.mask, scale=scale)
+            mask = group.mask_for(spec.window)
+            if spec.plain:
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=spec.scale)
+            else:
+                scores = _scores(q @ k.transpose(-1, -2), spec) + mask
+                sinks = None if spec.sinks is None else spec.sinks.view(num_kv_heads, -1)
+                o = _softmax(scores, sinks, q.dtype) @ v
             out.index_copy_(0, group.rows, o.flatten(1, 2))
         starts = meta.query_start_loc_host
         for i in plan.prefills:
             rows = slice(starts[i], starts[i + 1])
             k, v = _gather_context(k_cache, v_cache, meta.block_tables[i], meta.seq_lens_host[i])
             k, v = k.to(query.dtype), v.to(query.dtype)
-            out[rows] = _attend(query[rows], k, v, scale, causal=starts[i + 1] - starts[i] > 1)
+            out[rows] = _attend(query[rows], k, v, spec, causal=starts[i + 1] - starts[i] > 1)
         return out
 
 
@@ -179,6 +197,7 @@ def _decode_group(
         mask=mask[:, None, None, :],
         width=width,
         max_len=max_len,
+        seq_lens=meta.seq_lens[idx][:, None],
     )
 
 
@@ -209,15 +228,16 @@ def _gather_context(
 
 
 def _attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: AttentionSpec, causal: bool
 ) -> torch.Tensor:
     """``q`` ``[Q, H_q, D]`` are the last Q positions of ``k``/``v`` ``[L, H_kv, D]``.
 
     Plain batched matmuls over ``_QUERY_CHUNK`` queries at a time, each against only the
-    keys its last query sees: a causal prefill does half the work of a full one, and the
-    scores stay small. The query heads that share a KV head are stacked into one matmul,
-    so GQA copies no K/V. On a 2-core CPU this is 1.5-4.5x faster than SDPA's flash kernel
-    (which computes the masked half too) from 200 to 4000 tokens.
+    keys its queries see (up to the last one's position; from the first one's window): a
+    causal prefill does half the work of a full one, a windowed one only its window, and
+    the scores stay small. The query heads that share a KV head are stacked into one
+    matmul, so GQA copies no K/V. On a 2-core CPU this is 1.5-4.5x faster than SDPA's flash
+    kernel (which computes the masked half too) from 200 to 4000 tokens.
     """
     q_len, num_heads, head_dim = q.shape
     ctx_len, num_kv_heads = k.shape[:2]
@@ -229,16 +249,55 @@ def _attend(
     for start in range(0, q_len, _QUERY_CHUNK):
         end = min(q_len, start + _QUERY_CHUNK)
         rows = end - start
-        seen = ctx_len - q_len + end if causal else ctx_len  # keys the chunk's last query sees
+        first = ctx_len - q_len + start  # the chunk's first query's position
+        seen = first + rows if causal else ctx_len  # keys the chunk's last query sees
+        lo = 0 if spec.window is None else max(0, first - spec.window + 1)
         chunk = queries[:, :, start:end].reshape(num_kv_heads, group * rows, head_dim)
-        scores = torch.bmm(chunk, keys[:, :, :seen]).view(num_kv_heads, group, rows, seen)
-        scores.mul_(scale)
-        if causal:  # the chunk's own keys: query i sees key j <= i
+        scores = torch.bmm(chunk, keys[:, :, lo:seen]).view(num_kv_heads, group, rows, -1)
+        scores = _scores(scores, spec)
+        if spec.window is not None:
+            scores += _window_mask(first, rows, lo, seen, spec.window, causal, scores)
+        elif causal:  # the chunk's own keys: query i sees key j <= i
             scores[..., seen - rows :] += _future_mask(rows, scores.dtype, scores.device)
-        probs = scores.float().softmax(-1).to(q.dtype)
-        o = torch.bmm(probs.view(num_kv_heads, group * rows, seen), values[:, :seen])
+        sinks = None if spec.sinks is None else spec.sinks.view(num_kv_heads, group, 1)
+        probs = _softmax(scores, sinks, q.dtype)
+        o = torch.bmm(probs.view(num_kv_heads, group * rows, -1), values[:, lo:seen])
         out[start:end] = o.view(num_kv_heads, group, rows, head_dim).permute(2, 0, 1, 3)
     return out.view(q_len, num_heads, head_dim)
+
+
+def _scores(scores: torch.Tensor, spec: AttentionSpec) -> torch.Tensor:
+    """Raw dot products -> the logits the softmax takes: scaled, soft-capped (in place)."""
+    scores.mul_(spec.scale)
+    if spec.softcap is not None:
+        scores.div_(spec.softcap).tanh_().mul_(spec.softcap)
+    return scores
+
+
+def _softmax(scores: torch.Tensor, sinks: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    """Softmax over keys (the last dim) in float32; with ``sinks`` (each head's sink logit,
+    shaped to broadcast against ``scores`` less its key dim), the sink takes its share and
+    is dropped."""
+    scores = scores.float()
+    if sinks is None:
+        return scores.softmax(-1).to(dtype)
+    sinks = sinks.float().unsqueeze(-1).expand(*scores.shape[:-1], 1)
+    return torch.cat([scores, sinks], dim=-1).softmax(-1)[..., :-1].to(dtype)
+
+
+def _window_mask(
+    first: int, rows: int, lo: int, seen: int, window: int, causal: bool, like: torch.Tensor
+) -> torch.Tensor:
+    """``[rows, seen - lo]`` additive: ``-inf`` where key ``lo + j`` is outside query
+    ``first + i``'s window, or after it (``causal``)."""
+    device = like.device
+    queries = torch.arange(first, first + rows, device=device)[:, None]
+    keys = torch.arange(lo, seen, device=device)[None, :]
+    hidden = queries - keys >= window
+    if causal:
+        hidden |= keys > queries
+    mask = torch.zeros(hidden.shape, dtype=like.dtype, device=device)
+    return mask.masked_fill_(hidden, float("-inf"))
 
 
 @functools.cache

@@ -8,7 +8,7 @@ import torch
 
 from llmkit.kernels.paged_attention import paged_attention
 from llmkit.kernels.reshape_and_cache import reshape_and_cache
-from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
+from llmkit.model.attention.base import AttentionBackend, AttentionMetadata, AttentionSpec
 
 # Below this many keys per split, the merge pass and the extra partial writes cost more
 # than the parallelism they buy.
@@ -84,8 +84,13 @@ class TritonAttentionBackend(AttentionBackend):
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
-        scale: float,
+        spec: AttentionSpec,
     ) -> torch.Tensor:
+        if not spec.plain:
+            raise ValueError(
+                "the Triton attention backend runs no sliding window, soft-cap or sinks yet: "
+                "use attention_backend='torch'"
+            )
         num_splits = self.num_splits
         if num_splits is None:
             num_splits = choose_num_splits(
@@ -104,6 +109,6 @@ class TritonAttentionBackend(AttentionBackend):
             meta.block_tables,
             num_reqs=meta.num_reqs,
             max_query_len=meta.max_query_len,
-            scale=scale,
+            scale=spec.scale,
             num_splits=num_splits,
         )

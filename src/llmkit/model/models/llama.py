@@ -71,7 +71,7 @@ class LlamaAttention(nn.Module):
             q = q.contiguous()  # a copy only with several rows; attention reads q whole
         k_cache, v_cache = ctx.kv_caches[self.layer_idx]
         ctx.backend.write_kv(k, v, k_cache, v_cache, ctx.meta.slot_mapping)
-        out = ctx.backend.forward(q, k_cache, v_cache, ctx.meta, self.scale)
+        out = ctx.backend.forward(q, k_cache, v_cache, ctx.meta, self.spec)
         return self.o_proj(out.reshape(-1, self.q_size))
 
 
