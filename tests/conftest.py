@@ -27,6 +27,7 @@ SPECS = {
     "mistral": ModelSpec(architecture="mistral", tie_word_embeddings=False),
     "qwen2": ModelSpec(architecture="qwen2"),
     "qwen3": ModelSpec(architecture="qwen3", head_dim=16, num_kv_heads=1),
+    "qwen3_moe": ModelSpec(architecture="qwen3_moe", head_dim=16),
 }
 
 

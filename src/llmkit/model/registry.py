@@ -29,6 +29,9 @@ class Architecture:
     gguf: str | None = None  # llama.cpp's general.architecture, where its GGUF files load
     # Config fields every config we write for it sets (demo folders, GGUF files' configs).
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Config fields of the demo builder's tiny models only (small expert counts, windows
+    # shorter than the tests' prompts), beside the ModelSpec's shape.
+    demo: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def model_class(self) -> type[Any]:
         """Our ``nn.Module`` class, imported now (it needs torch)."""
@@ -47,6 +50,22 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         config=MappingProxyType({"use_sliding_window": False}),
     ),
     Architecture("Qwen3ForCausalLM", "qwen3", "llama", "Qwen3Config", gguf="qwen3"),
+    Architecture(
+        "Qwen3MoeForCausalLM",
+        "qwen3_moe",
+        "qwen3_moe",
+        "Qwen3MoeConfig",
+        gguf="qwen3moe",
+        demo=MappingProxyType(
+            {
+                "num_experts": 8,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 32,
+                "norm_topk_prob": True,
+                "mlp_only_layers": [1],  # a dense layer beside the sparse ones
+            }
+        ),
+    ),
     Architecture("BertModel", "bert", "bert", "BertConfig", kind="encoder"),
     Architecture("BertForMaskedLM", "bert", "bert", "BertConfig", kind="encoder"),
     Architecture(

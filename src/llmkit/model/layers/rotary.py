@@ -11,8 +11,10 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
-def _inv_freq(hf_config: PretrainedConfig) -> tuple[torch.Tensor, float]:
+def _inv_freq(hf_config: PretrainedConfig, layer_type: str | None) -> tuple[torch.Tensor, float]:
     params = getattr(hf_config, "rope_parameters", None) or {}
+    if layer_type is not None:  # a family with a table per layer type (Gemma's local, global)
+        params = params[layer_type]
     rope_type = params.get("rope_type", "default")
     if rope_type == "default":
         head_dim = getattr(hf_config, "head_dim", None) or (
@@ -26,7 +28,8 @@ def _inv_freq(hf_config: PretrainedConfig) -> tuple[torch.Tensor, float]:
 
     if rope_type not in ROPE_INIT_FUNCTIONS:
         raise ValueError(f"unsupported rope_type {rope_type!r}")
-    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, torch.device("cpu"))
+    extra = {} if layer_type is None else {"layer_type": layer_type}
+    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, torch.device("cpu"), **extra)
     return inv_freq.float(), float(scaling)
 
 
@@ -39,9 +42,13 @@ class RotaryEmbedding(nn.Module):
     cos: torch.Tensor  # buffers, [max_positions, head_dim]
     sin: torch.Tensor
 
-    def __init__(self, hf_config: PretrainedConfig, max_positions: int) -> None:
+    def __init__(
+        self, hf_config: PretrainedConfig, max_positions: int, layer_type: str | None = None
+    ) -> None:
+        """``layer_type``: the key of ``rope_parameters`` to read, where it has one per
+        layer type."""
         super().__init__()
-        inv_freq, scaling = _inv_freq(hf_config)
+        inv_freq, scaling = _inv_freq(hf_config, layer_type)
         positions = torch.arange(max_positions, dtype=torch.float)
         freqs = positions[:, None] * inv_freq[None, :]
         cos, sin = freqs.cos() * scaling, freqs.sin() * scaling

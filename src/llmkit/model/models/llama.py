@@ -1,15 +1,26 @@
-"""Llama-family decoders: Llama, Mistral, Qwen2 (q/k/v bias) and Qwen3 (q/k RMSNorm)."""
+"""Llama-family decoders: Llama, Mistral, Qwen2 (q/k/v bias) and Qwen3 (q/k RMSNorm), and the
+decoder the other families build on.
+
+A family's class declares what differs per layer through two hooks, :meth:`LlamaForCausalLM.
+layer_attention` (its :class:`AttentionSpec` fields and which rotary table it reads) and
+:meth:`LlamaForCausalLM.layer_mlp` (dense, or a mixture of experts); and, for the whole
+model, its norms (``sandwich_norms``), embedding scale and final logit soft-cap.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import torch
 from torch import nn
 
+from llmkit.model.attention.base import AttentionSpec
 from llmkit.model.context import ForwardContext
-from llmkit.model.layers.activation import SiluAndMul
+from llmkit.model.layers import moe
+from llmkit.model.layers.activation import GatedActivation, SiluAndMul
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.parallel_linear import (
     QKVParallelLinear,
@@ -25,6 +36,20 @@ from llmkit.model.weights import Weight, check_all_loaded, copy_weight
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
+DEFAULT_ROPE = "default"
+
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """How one layer attends: its :class:`AttentionSpec` (less the sinks' values, which are
+    the layer's parameters) and the rotary table it reads (a key of the family's ropes)."""
+
+    scale: float
+    window: int | None = None
+    softcap: float | None = None
+    sinks: bool = False
+    rope: str = DEFAULT_ROPE
+
 
 class LlamaAttention(nn.Module):
     def __init__(
@@ -34,11 +59,12 @@ class LlamaAttention(nn.Module):
         qkv_bias: bool,
         qk_norm: bool,
         tp: TensorParallel,
+        how: LayerAttention,
     ) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         heads = cfg.num_attention_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        self.head_dim = head_dim(cfg)
         self.qkv_proj = QKVParallelLinear(
             cfg.hidden_size, heads, cfg.num_key_value_heads, self.head_dim, qkv_bias, tp
         )
@@ -47,7 +73,9 @@ class LlamaAttention(nn.Module):
         self.num_kv_heads = self.qkv_proj.num_kv_heads
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
-        self.scale = self.head_dim**-0.5
+        self.scale, self.window, self.softcap = how.scale, how.window, how.softcap
+        self.rope = how.rope
+        self.sinks = nn.Parameter(torch.empty(self.num_heads)) if how.sinks else None
         self.o_proj = RowParallelLinear(
             heads * self.head_dim,
             cfg.hidden_size,
@@ -56,6 +84,10 @@ class LlamaAttention(nn.Module):
         )
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if qk_norm else None
+
+    @property
+    def spec(self) -> AttentionSpec:
+        return AttentionSpec(self.scale, self.window, self.softcap, self.sinks)
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext, rope: Rope) -> torch.Tensor:
         qkv = self.qkv_proj(x)
@@ -75,49 +107,75 @@ class LlamaAttention(nn.Module):
         return self.o_proj(out.reshape(-1, self.q_size))
 
 
+def head_dim(cfg: PretrainedConfig) -> int:
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+
 class LlamaMLP(nn.Module):
-    def __init__(self, cfg: PretrainedConfig, tp: TensorParallel) -> None:
+    def __init__(
+        self,
+        cfg: PretrainedConfig,
+        tp: TensorParallel,
+        inter: int | None = None,
+        act: GatedActivation | None = None,
+    ) -> None:
         super().__init__()
-        inter = cfg.intermediate_size
+        inter = inter or cfg.intermediate_size
         self.gate_up_proj = merged_column_parallel(cfg.hidden_size, [inter, inter], False, tp)
         self.down_proj = RowParallelLinear(inter, cfg.hidden_size, False, tp)
-        self.act = SiluAndMul()
+        self.act = act or SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act(self.gate_up_proj(x)))
 
 
 class LlamaDecoderLayer(nn.Module):
+    """Norm, attention, residual; norm, MLP, residual. With ``sandwich_norms`` (Gemma) each
+    block's output is normed too before its residual."""
+
     def __init__(
-        self,
-        cfg: PretrainedConfig,
-        layer_idx: int,
-        qkv_bias: bool,
-        qk_norm: bool,
-        tp: TensorParallel,
+        self, family: type[LlamaForCausalLM], cfg: PretrainedConfig, i: int, tp: TensorParallel
     ) -> None:
         super().__init__()
-        self.self_attn = LlamaAttention(cfg, layer_idx, qkv_bias, qk_norm, tp)
-        self.mlp = LlamaMLP(cfg, tp)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        qkv_bias = family.qkv_bias or bool(getattr(cfg, "attention_bias", False))
+        how = family.layer_attention(cfg, i)
+        self.self_attn = LlamaAttention(cfg, i, qkv_bias, family.qk_norm, tp, how)
+        self.mlp = family.layer_mlp(cfg, i, tp)
+        hidden, eps = cfg.hidden_size, cfg.rms_norm_eps
+        self.input_layernorm = RMSNorm(hidden, eps)
+        self.post_attention_layernorm = RMSNorm(hidden, eps)
+        self.sandwich = family.sandwich_norms
+        if self.sandwich:
+            self.pre_feedforward_layernorm = RMSNorm(hidden, eps)
+            self.post_feedforward_layernorm = RMSNorm(hidden, eps)
 
-    def forward(self, x: torch.Tensor, ctx: ForwardContext, rope: Rope) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), ctx, rope)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x: torch.Tensor, ctx: ForwardContext, ropes: dict[str, Rope]) -> torch.Tensor:
+        attn = self.self_attn(self.input_layernorm(x), ctx, ropes[self.self_attn.rope])
+        if not self.sandwich:
+            x = x + attn
+            return x + self.mlp(self.post_attention_layernorm(x))
+        x = x + self.post_attention_layernorm(attn)
+        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
 
 
 class LlamaModel(nn.Module):
     def __init__(
-        self, cfg: PretrainedConfig, qkv_bias: bool, qk_norm: bool, tp: TensorParallel
+        self, family: type[LlamaForCausalLM], cfg: PretrainedConfig, tp: TensorParallel
     ) -> None:
         super().__init__()
         self.embed_tokens = VocabParallelEmbedding(cfg.vocab_size, cfg.hidden_size, tp)
-        self.layers = nn.ModuleList(
-            LlamaDecoderLayer(cfg, i, qkv_bias, qk_norm, tp) for i in range(cfg.num_hidden_layers)
-        )
+        scale = family.embedding_scale(cfg)
+        # A float32 number, as HF's buffer: the rows are multiplied by exactly that value.
+        self.embed_scale = None if scale is None else torch.tensor(scale, dtype=torch.float32)
+        layers = [LlamaDecoderLayer(family, cfg, i, tp) for i in range(cfg.num_hidden_layers)]
+        self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.rotary = RotaryEmbedding(cfg, cfg.max_position_embeddings)
+        keys = dict.fromkeys(layer.self_attn.rope for layer in layers)
+        self.rotaries = nn.ModuleDict(
+            {k: family.rotary(cfg, None if k == DEFAULT_ROPE else k) for k in keys}
+        )
+        # The fused decode step reads one table: it runs only where every layer shares it.
+        self.rotary = cast(RotaryEmbedding, next(iter(self.rotaries.values())))
         self.fused_decode = FusedDecode(tp.size)  # all layers in one C call where they fit
 
     def forward(
@@ -128,14 +186,16 @@ class LlamaModel(nn.Module):
     ) -> torch.Tensor:
         """``inputs_embeds``: the input rows when they are not only token embeddings (images)."""
         x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        if self.embed_scale is not None and inputs_embeds is None:
+            x = x * self.embed_scale.to(x.dtype)
         fused = None if inputs_embeds is not None else self.fused_decode(self, x, ctx)
         return self.norm(self.run_layers(x, ctx) if fused is None else fused)
 
     def run_layers(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         """Every layer as a module, on the step's input rows ``x``."""
-        rope = self.rotary(ctx.positions)
+        ropes = {key: rotary(ctx.positions) for key, rotary in self.rotaries.items()}
         for layer in self.layers:
-            x = layer(x, ctx, rope)
+            x = layer(x, ctx, ropes)
         return x
 
 
@@ -144,6 +204,7 @@ class LlamaForCausalLM(nn.Module):
 
     qkv_bias = False
     qk_norm = False
+    sandwich_norms = False
     supports_tensor_parallel = True
     # Our projection under a decoder layer -> the HF modules whose rows it stacks, in order:
     # the one table the checkpoint loader, LoRA and the GGUF loader read.
@@ -154,11 +215,34 @@ class LlamaForCausalLM(nn.Module):
         "mlp.down_proj": ("down_proj",),
     }
 
+    # HF parameter name pieces -> ours, where a family's checkpoint names differ (before
+    # ``projections`` applies).
+    renames: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def layer_attention(cls, cfg: PretrainedConfig, i: int) -> LayerAttention:
+        """How layer ``i`` attends; Llama's every layer alike, over the whole context."""
+        return LayerAttention(head_dim(cfg) ** -0.5)
+
+    @classmethod
+    def layer_mlp(cls, cfg: PretrainedConfig, i: int, tp: TensorParallel) -> nn.Module:
+        """Layer ``i``'s MLP: dense SwiGLU here."""
+        return LlamaMLP(cfg, tp)
+
+    @classmethod
+    def rotary(cls, cfg: PretrainedConfig, layer_type: str | None) -> RotaryEmbedding:
+        """The rotary table of the layers whose ``LayerAttention.rope`` is ``layer_type``."""
+        return RotaryEmbedding(cfg, cfg.max_position_embeddings, layer_type)
+
+    @classmethod
+    def embedding_scale(cls, cfg: PretrainedConfig) -> float | None:
+        """What the token embeddings are multiplied by (Gemma: ``sqrt(hidden_size)``)."""
+        return None
+
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         self.config = cfg
-        qkv_bias = self.qkv_bias or getattr(cfg, "attention_bias", False)
-        self.model = LlamaModel(cfg, qkv_bias, self.qk_norm, tp)
+        self.model = LlamaModel(type(self), cfg, tp)
         self.tie_word_embeddings = bool(getattr(cfg, "tie_word_embeddings", False))
         self.lm_head = ParallelLMHead(cfg.hidden_size, cfg.vocab_size, tp)
         if self.tie_word_embeddings:
@@ -179,15 +263,37 @@ class LlamaForCausalLM(nn.Module):
         return self.model(input_ids, ctx, inputs_embeds)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden)
+        logits = self.lm_head(hidden)
+        cap = getattr(self.config, "final_logit_softcapping", None)
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
+    def checkpoint_weights(
+        self, weights: Iterable[tuple[str, Weight]]
+    ) -> Iterable[tuple[str, Weight]]:
+        """A family's checkpoint tensors as this class names and lays them out (renamed;
+        Gemma's norms shifted, gpt-oss's experts split): a hook for the families."""
+        for name, weight in weights:
+            for old, new in self.renames.items():
+                name = name.replace(old, new)
+            yield name, weight
 
     def load_weights(self, weights: Iterable[tuple[str, Weight]]) -> None:
         params = dict(self.named_parameters())
         loaded: set[str] = set()
-        for name, weight in weights:
+        for name, weight in self.checkpoint_weights(weights):
             if "rotary_emb" in name:
                 continue
             if name == "lm_head.weight" and self.tie_word_embeddings:
+                continue
+            expert = _EXPERT.fullmatch(name)
+            if expert is not None:
+                base, index, projection, kind = expert.groups()
+                target = f"{base}.{('w2' if projection == 'down_proj' else 'w13')}"
+                if kind == "bias":
+                    target = target.replace(".w", ".b")
+                which = moe.piece(projection, None if index is None else int(index))
+                copy_weight(params, target, weight, which)
+                loaded.add(target)
                 continue
             for piece, (fused, shard) in _stacked(self.projections).items():
                 if f".{piece}." in name:
@@ -199,6 +305,10 @@ class LlamaForCausalLM(nn.Module):
                 copy_weight(params, name, weight)
                 loaded.add(name)
         check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
+
+
+# An expert's projection, one expert's (``experts.3.up_proj.weight``) or all (stacked).
+_EXPERT = re.compile(r"(.*\.experts)\.(?:(\d+)\.)?(gate_proj|up_proj|down_proj)\.(weight|bias)")
 
 
 def _stacked(projections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:

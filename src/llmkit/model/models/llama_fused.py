@@ -27,6 +27,7 @@ from llmkit.kernels.cpu.build import load_function
 from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
 from llmkit.model.layers import kquant, q8, w4a8
+from llmkit.model.layers.activation import SiluAndMul
 from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.q8 import Q8Linear
@@ -161,8 +162,12 @@ def _linear(layer: Any) -> _Linear | None:
 
 
 def _layer(layer: Any, caches: tuple[torch.Tensor, torch.Tensor]) -> _Layer | None:
-    """A ``LlamaDecoderLayer``'s view for the kernel, or None where it does not fit."""
+    """A ``LlamaDecoderLayer``'s view for the kernel, or None where it does not fit: a
+    layer of another family's kind (a window, sinks, sandwich norms, another activation,
+    experts) runs as modules."""
     attn, mlp = layer.self_attn, layer.mlp
+    if not attn.spec.plain or layer.sandwich or type(getattr(mlp, "act", None)) is not SiluAndMul:
+        return None
     norms = (layer.input_layernorm, layer.post_attention_layernorm)
     linears = [_linear(m) for m in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)]
     if attn.q_norm is not None or any(n.weight.dtype != torch.float32 for n in norms):
