@@ -1,9 +1,10 @@
-"""Each architecture llmkit reads from GGUF (llama, qwen2, qwen3) loads to the same model as
-its HF folder: the tiny test models written as GGUF the way llama.cpp's converter does."""
+"""Each architecture llmkit reads from GGUF loads to the same model as its HF folder: the tiny
+test models written as GGUF the way llama.cpp's converter does (experts stacked per layer)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,12 +12,15 @@ import gguf
 import numpy as np
 import pytest
 import torch
+import transformers
 from safetensors.torch import load_file
 from tests.model.kquant_blocks import quantize
 
 from llmkit import LLM, SamplingParams
 from llmkit.engine.core.tokenizer import Tokenizer
+from llmkit.model import registry
 from llmkit.model.gguf.tensors import unpermute
+from llmkit.model.layers.moe import NativeExperts
 from llmkit.model.layers.native import NativeLinear
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
@@ -34,7 +38,9 @@ LAYER = {
     "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
+    "mlp.gate": "ffn_gate_inp",
 }
+EXPERT = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight")
 GLOBAL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
 
@@ -55,8 +61,13 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     to ``qtype(name)`` for each GGUF tensor name (a mix, as Q4_K_M's)."""
     type_of = qtype if callable(qtype) else lambda name: qtype
     cfg = json.loads(Path(folder, "config.json").read_text())
-    arch = "llama" if cfg["model_type"] == "mistral" else cfg["model_type"]
+    entry = registry.by_model_type(cfg["model_type"])
+    assert entry is not None
+    arch = entry.gguf or "llama"  # a Mistral is written as a Llama
     writer = gguf.GGUFWriter(str(out), arch)
+    config = transformers.AutoConfig.from_pretrained(folder)  # its attribute names
+    for field, key in entry.gguf_keys.items():
+        writer.add_uint32(f"{arch}.{key}", getattr(config, field))
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     writer.add_block_count(cfg["num_hidden_layers"])
     writer.add_context_length(cfg["max_position_embeddings"])
@@ -70,15 +81,17 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     writer.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
     _add_tokenizer(writer, folder)
-    for name, tensor in load_file(str(Path(folder, "model.safetensors"))).items():
+    for name, tensor in _stack_experts(load_file(str(Path(folder, "model.safetensors")))).items():
         if arch == "llama" and ".q_proj." in name:
             tensor = permute(tensor, heads, heads)
         elif arch == "llama" and ".k_proj." in name:
             tensor = permute(tensor, heads, kv_heads)
         weight, gguf_name = tensor.float().numpy(), _gguf_name(name)
         kind = gguf.GGMLQuantizationType[type_of(gguf_name)]
-        if kind != gguf.GGMLQuantizationType.F32 and weight.ndim == 2:
-            writer.add_tensor(gguf_name, quantize(weight, kind.name), raw_dtype=kind)
+        if kind != gguf.GGMLQuantizationType.F32 and weight.ndim >= 2:
+            blocks = quantize(weight.reshape(-1, weight.shape[-1]), kind.name)
+            blocks = blocks.reshape(*weight.shape[:-1], -1)
+            writer.add_tensor(gguf_name, blocks, raw_dtype=kind)
         else:
             writer.add_tensor(gguf_name, weight)
     writer.write_header_to_file()
@@ -88,7 +101,26 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     return out
 
 
+def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each layer's experts' projections as one ``[E, rows, in]`` tensor (GGUF's ``ffn_*_exps``),
+    as llama.cpp's converter merges them."""
+    out, experts = {}, {}
+    for name, tensor in tensors.items():
+        m = EXPERT.fullmatch(name)
+        if m is None:
+            out[name] = tensor
+        else:
+            experts.setdefault((int(m[1]), m[3]), {})[int(m[2])] = tensor
+    for (layer, proj), by_expert in sorted(experts.items()):
+        out[f"blk.{layer}.ffn_{proj}_exps.weight"] = torch.stack(
+            [by_expert[e] for e in sorted(by_expert)]
+        )
+    return out
+
+
 def _gguf_name(name: str) -> str:
+    if name.startswith("blk."):
+        return name
     module, _, kind = name.rpartition(".")
     if module in GLOBAL:
         return f"{GLOBAL[module]}.{kind}"
@@ -116,7 +148,7 @@ def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
     writer.add_chat_template(Path(folder, "chat_template.jinja").read_text())
 
 
-@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe"])
 def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
     folder = model_factory(arch)
     file = write_gguf(folder, tmp_path / f"{arch}.gguf")
@@ -154,6 +186,19 @@ def test_quantized_tensors_load_as_they_are(arch, qtype, model_factory, tmp_path
     assert all(part.format.name == qtype for m in native for part in m.parts)
     got, want = np.array(_prompt_logprobs(ours)), np.array(_prompt_logprobs(widened))
     assert np.abs(got - want).max() < 0.1  # nats; measured 0.03-0.04, a wrong scale is O(1)
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_0"])
+def test_experts_load_as_they_are(qtype, model_factory, tmp_path):
+    """A mixture of experts' stacked expert tensors load natively, each expert a view of its
+    rows; the answers stay those of the file dequantized, up to the activations' rounding."""
+    file = write_gguf(model_factory("qwen3_moe"), tmp_path / "moe.gguf", qtype)
+    ours, widened = LLM(str(file)), LLM(str(file), dtype="float32")
+    experts = [m for m in ours._core.runner.model.modules() if isinstance(m, NativeExperts)]
+    assert len(experts) == 1  # the sparse layer; the other is dense
+    assert {p.format.name for p in (experts[0].gate.parts + experts[0].down.parts)} == {qtype}
+    got, want = np.array(_prompt_logprobs(ours)), np.array(_prompt_logprobs(widened))
+    assert np.abs(got - want).max() < 0.1
 
 
 def test_the_tokenizer_from_gguf_metadata_equals_the_folders(model_factory, tmp_path):

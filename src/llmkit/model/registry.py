@@ -29,6 +29,11 @@ class Architecture:
     gguf: str | None = None  # llama.cpp's general.architecture, where its GGUF files load
     # Config fields every config we write for it sets (demo folders, GGUF files' configs).
     config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # HF config field -> the GGUF metadata key (less ``{arch}.``) it is read from, beside the
+    # keys every decoder has; and GGUF tensor name pieces -> HF modules where this family's
+    # differ from llama.cpp's common ones (model/gguf/weights.py).
+    gguf_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    gguf_tensors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Config fields of the demo builder's tiny models only (small expert counts, windows
     # shorter than the tests' prompts), beside the ModelSpec's shape.
     demo: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -37,6 +42,14 @@ class Architecture:
         """Our ``nn.Module`` class, imported now (it needs torch)."""
         return getattr(importlib.import_module(f"llmkit.model.models.{self.module}"), self.name)
 
+
+_MOE_KEYS = MappingProxyType(
+    {
+        "num_experts": "expert_count",
+        "num_experts_per_tok": "expert_used_count",
+        "moe_intermediate_size": "expert_feed_forward_length",
+    }
+)
 
 ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("LlamaForCausalLM", "llama", "llama", "LlamaConfig", gguf="llama"),
@@ -56,12 +69,14 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         "qwen3_moe",
         "Qwen3MoeConfig",
         gguf="qwen3moe",
+        # llama.cpp's qwen3moe always renormalizes the chosen experts' weights.
+        config=MappingProxyType({"norm_topk_prob": True}),
+        gguf_keys=_MOE_KEYS,
         demo=MappingProxyType(
             {
                 "num_experts": 8,
                 "num_experts_per_tok": 2,
                 "moe_intermediate_size": 32,
-                "norm_topk_prob": True,
                 "mlp_only_layers": [1],  # a dense layer beside the sparse ones
             }
         ),

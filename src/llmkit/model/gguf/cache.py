@@ -17,7 +17,7 @@ from llmkit.model.demo import build_once
 from llmkit.model.gguf.tensors import FILE, TensorTable
 
 logger = logging.getLogger(__name__)
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3  # 3: the tensor table names the file's architecture
 # The metadata (vocabulary, merges, chat template) sits at the file's start: 1.7 MiB for a
 # 49k vocabulary, a few MiB for the largest. Hashing this much covers it at a few ms,
 # where hashing a multi-GB file on every start would take seconds.

@@ -1,4 +1,5 @@
-"""A GGUF file's metadata (``llama.*``, ``qwen2.*``, ``qwen3.*`` keys) -> a transformers config."""
+"""A GGUF file's metadata (``{arch}.*`` keys) -> a transformers config: the keys every decoder
+has here, a family's own as its registry entry names them."""
 
 from __future__ import annotations
 
@@ -65,8 +66,12 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
         bos_token_id=field(reader, "tokenizer.ggml.bos_token_id"),
         eos_token_id=field(reader, "tokenizer.ggml.eos_token_id"),
         pad_token_id=field(reader, "tokenizer.ggml.padding_token_id"),
+        **{name: key(gguf_key) for name, gguf_key in entry.gguf_keys.items()},
         **entry.config,
     )
+    dense = [i for i in range(kwargs["num_hidden_layers"]) if f"blk.{i}.ffn_gate.weight" in tensors]
+    if "num_experts" in entry.gguf_keys and dense:  # a mixture of experts with dense layers
+        kwargs["mlp_only_layers"] = dense
     if arch == "llama":
         # Qwen2's q/k/v biases come with its class; a Llama has them only if the file does.
         kwargs["attention_bias"] = "blk.0.attn_q.bias" in tensors

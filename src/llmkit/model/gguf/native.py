@@ -26,7 +26,9 @@ from llmkit.model.gguf.packed import PackedStore
 from llmkit.model.gguf.tensors import TensorTable
 from llmkit.model.gguf.weights import gguf_piece
 from llmkit.model.layers.formats import FORMATS, WeightFormat
+from llmkit.model.layers.moe import NativeExperts
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
+from llmkit.model.layers.w4a8 import TILE
 
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
@@ -150,8 +152,9 @@ def _plan(
     for layer in sorted(layers):
         for module, pieces in projections.items():
             owner = module.partition(".")[0]
-            names = [f"blk.{layer}.{gguf_piece(f'{owner}.{p}')}.weight" for p in pieces]
+            names = [f"blk.{layer}.{gguf_piece(f'{owner}.{p}', table.arch)}.weight" for p in pieces]
             _linear(plan, table, formats, store, f"model.layers.{layer}.{module}", names)
+        _experts(plan, table, formats, store, layer)
     embedding = table.tensors.get("token_embd.weight")
     if with_embedding and embedding is not None and embedding.type in formats:
         part = _part(table, formats, store, embedding.name)
@@ -188,14 +191,42 @@ def _linear(
     plan.tensors.update(names)
 
 
+def _experts(
+    plan: NativeWeights,
+    table: TensorTable,
+    formats: dict[str, WeightFormat],
+    store: PackedStore,
+    layer: int,
+) -> None:
+    """Plan layer ``layer``'s experts as :class:`NativeExperts` if its three stacked
+    projections are there, each of a native format, every expert whole tiles of rows."""
+    names = [f"blk.{layer}.ffn_{p}_exps.weight" for p in ("gate", "up", "down")]
+    infos = [table.tensors.get(n) for n in names]
+    if any(info is None or info.type not in formats for info in infos):
+        return
+    if any(info.shape[1] % TILE for info in infos if info is not None):
+        return
+    gate, up, down = (_part(table, formats, store, name) for name in names)
+
+    def make(old: Any) -> NativeExperts:
+        biases = None if old.b13 is None else (old.b13, old.b2)
+        return NativeExperts((gate, up, down), old.num_experts, old.hidden, old.inter, old.act, biases)
+
+    plan.modules[f"model.layers.{layer}.mlp.experts"] = make
+    plan.tensors.update(names)
+
+
 def _part(
     table: TensorTable, formats: dict[str, WeightFormat], store: PackedStore, name: str
 ) -> Part:
     """Tensor ``name``'s weight for its format's kernel: from the store, else its rows (copied
-    out of the file's mapping) laid out."""
+    out of the file's mapping) laid out. A stacked tensor ``[E, rows, in]`` (experts) is one
+    weight of ``E * rows`` rows."""
     info, fmt = table.tensors[name], formats[table.tensors[name].type]
+    rows = int(np.prod(info.shape[:-1]))
 
     def make() -> Any:
-        return fmt.read(torch.from_numpy(np.array(table.rows(name))), info.shape[1])
+        blocks = np.array(table.rows(name)).reshape(rows, -1)
+        return fmt.read(torch.from_numpy(blocks), info.shape[-1])
 
-    return Part(fmt, store.get(name, fmt, make), info.shape[0])
+    return Part(fmt, store.get(name, fmt, make), rows)

@@ -42,17 +42,20 @@ class TensorInfo:
 class TensorTable:
     """The tensors of ``file`` by name, their bytes mapped (not read) from the file.
 
-    ``permuted``: the attention tensors (``attn_q``, ``attn_k``) whose rows llama.cpp's
-    converter permuted, with their head counts (Llama-family files only)."""
+    ``arch``: the file's ``general.architecture``; ``permuted``: the attention tensors
+    (``attn_q``, ``attn_k``) whose rows llama.cpp's converter permuted, with their head
+    counts (Llama-family files only)."""
 
     def __init__(
         self,
         file: Path,
+        arch: str,
         tensors: list[TensorInfo],
         permuted: dict[str, int],
         folder: Path | None = None,
     ) -> None:
         self.file, self.folder = file, folder  # folder: the cached folder it was saved in
+        self.arch = arch
         self.tensors = {t.name: t for t in tensors}
         self.permuted = permuted
         self._map: np.memmap | None = None
@@ -64,7 +67,8 @@ class TensorTable:
         from llmkit.model.gguf.file import field
 
         permuted = {}
-        if architecture(reader, file) == "llama":  # llama.cpp permutes only this family
+        arch = architecture(reader, file)
+        if arch == "llama":  # llama.cpp permutes only this family
             heads = int(field(reader, "llama.attention.head_count"))
             permuted = {
                 "attn_q": heads,
@@ -72,6 +76,7 @@ class TensorTable:
             }
         return cls(
             file,
+            arch,
             [
                 TensorInfo(
                     t.name,
@@ -87,14 +92,19 @@ class TensorTable:
 
     def save(self, folder: Path) -> None:
         tensors = [asdict(t) for t in self.tensors.values()]
-        table = {"file": str(self.file), "permuted": self.permuted, "tensors": tensors}
+        table = {
+            "file": str(self.file),
+            "arch": self.arch,
+            "permuted": self.permuted,
+            "tensors": tensors,
+        }
         (folder / FILE).write_text(json.dumps(table))
 
     @classmethod
     def load(cls, folder: Path) -> TensorTable:
         data = json.loads((folder / FILE).read_text())
         infos = [TensorInfo(**{**t, "shape": tuple(t["shape"])}) for t in data["tensors"]]
-        return cls(Path(data["file"]), infos, data["permuted"], folder)
+        return cls(Path(data["file"]), data["arch"], infos, data["permuted"], folder)
 
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as rows: uint8 ``[*shape[:-1], bytes of one row]``."""

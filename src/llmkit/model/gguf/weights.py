@@ -6,12 +6,14 @@ those that load as they are (:mod:`llmkit.model.gguf.native`) are skipped.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Set
 
 import numpy as np
 import torch
 
+from llmkit.model import registry
 from llmkit.model.gguf.tensors import TensorTable
 
 _GLOBAL = {
@@ -31,25 +33,38 @@ _LAYER = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    # A mixture of experts: the router, and every expert's projection stacked [E, ...].
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.experts.gate_proj",
+    "ffn_up_exps": "mlp.experts.up_proj",
+    "ffn_down_exps": "mlp.experts.down_proj",
 }
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
-_GGUF = {hf: gguf for gguf, hf in _LAYER.items()}
 
 
-def gguf_piece(module: str) -> str:
+@functools.cache
+def _layer_table(arch: str) -> dict[str, str]:
+    """GGUF tensor name piece -> HF module, for a file of architecture ``arch``."""
+    entry = registry.by_gguf(arch)
+    return {**_LAYER, **(entry.gguf_tensors if entry is not None else {})}
+
+
+def gguf_piece(module: str, arch: str) -> str:
     """The GGUF tensor name piece of a decoder layer's HF module (``self_attn.q_proj``:
-    ``attn_q``)."""
-    return _GGUF[module]
+    ``attn_q``) in a file of architecture ``arch``."""
+    return next(gguf for gguf, hf in _layer_table(arch).items() if hf == module)
 
 
-def hf_name(name: str) -> str | None:
-    """The HF parameter name of GGUF tensor ``name``, or None if llmkit has no use for it."""
+def hf_name(name: str, arch: str) -> str | None:
+    """The HF parameter name of GGUF tensor ``name`` in a file of architecture ``arch``, or
+    None if llmkit has no use for it."""
     base, _, kind = name.rpartition(".")
     if base in _GLOBAL and kind in ("weight", "bias"):
         return f"{_GLOBAL[base]}.{kind}"
     m = _BLOCK.fullmatch(name)
-    if m and m.group(2) in _LAYER:
-        return f"model.layers.{m.group(1)}.{_LAYER[m.group(2)]}.{m.group(3)}"
+    layer = _layer_table(arch)
+    if m and m.group(2) in layer:
+        return f"model.layers.{m.group(1)}.{layer[m.group(2)]}.{m.group(3)}"
     return None
 
 
@@ -58,7 +73,7 @@ def check_tensors(table: TensorTable) -> None:
     from gguf import GGML_QUANT_SIZES, dequantize
 
     for tensor in table.tensors.values():
-        if hf_name(tensor.name) is None:
+        if hf_name(tensor.name, table.arch) is None:
             raise ValueError(f"{table.file}: unexpected tensor {tensor.name} for this architecture")
         try:  # one zero block is enough to know whether the reader can dequantize this type
             dequantize(np.zeros((1, GGML_QUANT_SIZES[tensor.qtype][1]), np.uint8), tensor.qtype)
@@ -77,6 +92,6 @@ def iter_gguf_weights(
     for name in table.tensors:
         if name in skip:
             continue
-        target = hf_name(name)
+        target = hf_name(name, table.arch)
         assert target is not None  # check_tensors refused the others when the cache was built
         yield target, torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))
