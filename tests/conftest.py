@@ -28,6 +28,20 @@ SPECS = {
     "qwen2": ModelSpec(architecture="qwen2"),
     "qwen3": ModelSpec(architecture="qwen3", head_dim=16, num_kv_heads=1),
     "qwen3_moe": ModelSpec(architecture="qwen3_moe", head_dim=16),
+    # gpt-oss's own YaRN (truncate off), its original context shorter than the prompts.
+    "gpt_oss": ModelSpec(
+        architecture="gpt_oss",
+        head_dim=16,
+        rope_theta=150000.0,
+        rope_scaling=(
+            ("rope_type", "yarn"),
+            ("factor", 32.0),
+            ("beta_fast", 32.0),
+            ("beta_slow", 1.0),
+            ("truncate", False),
+            ("original_max_position_embeddings", 64),
+        ),
+    ),
 }
 
 

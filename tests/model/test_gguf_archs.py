@@ -39,7 +39,9 @@ LAYER = {
     "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
     "mlp.gate": "ffn_gate_inp",
+    "mlp.router": "ffn_gate_inp",
 }
+STACKED = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.((?:gate_up|down)_proj(?:_bias)?)")
 EXPERT = re.compile(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight")
 GLOBAL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 
@@ -79,14 +81,23 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
     writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    writer.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    rope = cfg["rope_parameters"]
+    writer.add_rope_freq_base(rope["rope_theta"])
+    if rope["rope_type"] == "yarn":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(rope["factor"])
+        writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        writer.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+        writer.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
     _add_tokenizer(writer, folder)
-    for name, tensor in _stack_experts(load_file(str(Path(folder, "model.safetensors")))).items():
+    names = {**LAYER, **{hf: piece for piece, hf in entry.gguf_tensors.items()}}
+    tensors = _stack_experts(load_file(str(Path(folder, "model.safetensors"))))
+    for name, tensor in tensors.items():
         if arch == "llama" and ".q_proj." in name:
             tensor = permute(tensor, heads, heads)
         elif arch == "llama" and ".k_proj." in name:
             tensor = permute(tensor, heads, kv_heads)
-        weight, gguf_name = tensor.float().numpy(), _gguf_name(name)
+        weight, gguf_name = tensor.float().numpy(), _gguf_name(name, names)
         kind = gguf.GGMLQuantizationType[type_of(gguf_name)]
         if kind != gguf.GGMLQuantizationType.F32 and weight.ndim >= 2:
             blocks = quantize(weight.reshape(-1, weight.shape[-1]), kind.name)
@@ -103,11 +114,21 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
 
 def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Each layer's experts' projections as one ``[E, rows, in]`` tensor (GGUF's ``ffn_*_exps``),
-    as llama.cpp's converter merges them."""
+    as llama.cpp's converter merges them (gpt-oss's: transposed, gate and up de-interleaved)."""
     out, experts = {}, {}
     for name, tensor in tensors.items():
         m = EXPERT.fullmatch(name)
-        if m is None:
+        stacked = STACKED.fullmatch(name)
+        if stacked is not None:
+            layer, kind = stacked[1], stacked[2]
+            suffix = "bias" if kind.endswith("_bias") else "weight"
+            rows = tensor if suffix == "bias" else tensor.transpose(1, 2)
+            if kind.startswith("down"):
+                out[f"blk.{layer}.ffn_down_exps.{suffix}"] = rows
+            else:
+                out[f"blk.{layer}.ffn_gate_exps.{suffix}"] = rows[:, 0::2]
+                out[f"blk.{layer}.ffn_up_exps.{suffix}"] = rows[:, 1::2]
+        elif m is None:
             out[name] = tensor
         else:
             experts.setdefault((int(m[1]), m[3]), {})[int(m[2])] = tensor
@@ -118,14 +139,16 @@ def _stack_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _gguf_name(name: str) -> str:
+def _gguf_name(name: str, names: dict[str, str]) -> str:
     if name.startswith("blk."):
         return name
+    if name.endswith(".sinks"):  # a parameter of its own, not a module's weight
+        name += ".weight"
     module, _, kind = name.rpartition(".")
     if module in GLOBAL:
         return f"{GLOBAL[module]}.{kind}"
     _, _, layer, rest = module.split(".", 3)
-    return f"blk.{layer}.{LAYER[rest]}.{kind}"
+    return f"blk.{layer}.{names[rest]}.{kind}"
 
 
 def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
@@ -148,7 +171,7 @@ def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
     writer.add_chat_template(Path(folder, "chat_template.jinja").read_text())
 
 
-@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe"])
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss"])
 def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
     folder = model_factory(arch)
     file = write_gguf(folder, tmp_path / f"{arch}.gguf")
@@ -188,14 +211,18 @@ def test_quantized_tensors_load_as_they_are(arch, qtype, model_factory, tmp_path
     assert np.abs(got - want).max() < 0.1  # nats; measured 0.03-0.04, a wrong scale is O(1)
 
 
-@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_0"])
-def test_experts_load_as_they_are(qtype, model_factory, tmp_path):
+@pytest.mark.parametrize(
+    ("arch", "qtype", "sparse"),
+    [("qwen3_moe", "Q8_0", 1), ("qwen3_moe", "Q4_0", 1), ("gpt_oss", "Q8_0", 2)],
+)
+def test_experts_load_as_they_are(arch, qtype, sparse, model_factory, tmp_path):
     """A mixture of experts' stacked expert tensors load natively, each expert a view of its
-    rows; the answers stay those of the file dequantized, up to the activations' rounding."""
-    file = write_gguf(model_factory("qwen3_moe"), tmp_path / "moe.gguf", qtype)
+    rows (gpt-oss's with their biases); the answers stay those of the file dequantized, up
+    to the activations' rounding."""
+    file = write_gguf(model_factory(arch), tmp_path / "moe.gguf", qtype)
     ours, widened = LLM(str(file)), LLM(str(file), dtype="float32")
     experts = [m for m in ours._core.runner.model.modules() if isinstance(m, NativeExperts)]
-    assert len(experts) == 1  # the sparse layer; the other is dense
+    assert len(experts) == sparse  # Qwen3-MoE's test model has a dense layer
     assert {p.format.name for p in (experts[0].gate.parts + experts[0].down.parts)} == {qtype}
     got, want = np.array(_prompt_logprobs(ours)), np.array(_prompt_logprobs(widened))
     assert np.abs(got - want).max() < 0.1

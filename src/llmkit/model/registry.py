@@ -34,6 +34,8 @@ class Architecture:
     # differ from llama.cpp's common ones (model/gguf/weights.py).
     gguf_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     gguf_tensors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Rope parameters this family's files imply but do not store.
+    gguf_rope: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Config fields of the demo builder's tiny models only (small expert counts, windows
     # shorter than the tests' prompts), beside the ModelSpec's shape.
     demo: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -79,6 +81,29 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                 "moe_intermediate_size": 32,
                 "mlp_only_layers": [1],  # a dense layer beside the sparse ones
             }
+        ),
+    ),
+    Architecture(
+        "GptOssForCausalLM",
+        "gpt_oss",
+        "gpt_oss",
+        "GptOssConfig",
+        gguf="gpt-oss",
+        gguf_keys=MappingProxyType(
+            {
+                "num_local_experts": "expert_count",
+                "num_experts_per_tok": "expert_used_count",
+                "sliding_window": "attention.sliding_window",
+            }
+        ),
+        # HF's post-attention norm is llama.cpp's; its gpt-oss files have no ffn_norm.
+        gguf_tensors=MappingProxyType(
+            {"post_attention_norm": "post_attention_layernorm", "attn_sinks": "self_attn.sinks"}
+        ),
+        # gpt-oss's YaRN keeps the correction range unrounded; the files do not say so.
+        gguf_rope=MappingProxyType({"truncate": False}),
+        demo=MappingProxyType(
+            {"num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": 16}
         ),
     ),
     Architecture("BertModel", "bert", "bert", "BertConfig", kind="encoder"),

@@ -3,6 +3,7 @@ has here, a family's own as its registry entry names them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,14 +62,14 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
         head_dim=int(key("attention.key_length", hidden // heads)),
         max_position_embeddings=int(key("context_length")),
         rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
-        rope_parameters=_rope(reader, arch, path),
+        rope_parameters=_rope(reader, arch, path, entry.gguf_rope),
         tie_word_embeddings="output.weight" not in tensors,
         bos_token_id=field(reader, "tokenizer.ggml.bos_token_id"),
         eos_token_id=field(reader, "tokenizer.ggml.eos_token_id"),
         pad_token_id=field(reader, "tokenizer.ggml.padding_token_id"),
-        **{name: key(gguf_key) for name, gguf_key in entry.gguf_keys.items()},
-        **entry.config,
     )
+    kwargs.update({name: key(gguf_key) for name, gguf_key in entry.gguf_keys.items()})
+    kwargs.update(entry.config)
     dense = [i for i in range(kwargs["num_hidden_layers"]) if f"blk.{i}.ffn_gate.weight" in tensors]
     if "num_experts" in entry.gguf_keys and dense:  # a mixture of experts with dense layers
         kwargs["mlp_only_layers"] = dense
@@ -78,7 +79,9 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     return getattr(transformers, entry.config_class)(**kwargs)
 
 
-def _rope(reader: GGUFReader, arch: str, path: str | Path) -> dict[str, Any]:
+def _rope(
+    reader: GGUFReader, arch: str, path: str | Path, implied: Mapping[str, Any]
+) -> dict[str, Any]:
     params: dict[str, Any] = {
         "rope_type": "default",
         "rope_theta": float(field(reader, f"{arch}.rope.freq_base", 10000.0)),
@@ -91,10 +94,17 @@ def _rope(reader: GGUFReader, arch: str, path: str | Path) -> dict[str, Any]:
         return {**params, "rope_type": "linear", "factor": float(factor)}
     if scaling == "yarn":
         original = field(reader, f"{arch}.rope.scaling.original_context_length")
+        betas = {
+            name: float(value)
+            for name in ("beta_fast", "beta_slow")
+            if (value := field(reader, f"{arch}.rope.scaling.yarn_{name}")) is not None
+        }
         return {
             **params,
             "rope_type": "yarn",
             "factor": float(factor),
             "original_max_position_embeddings": int(original),
+            **betas,
+            **implied,
         }
     raise ValueError(f"{path}: GGUF rope scaling {scaling!r} is not supported")

@@ -210,7 +210,9 @@ def _experts(
 
     def make(old: Any) -> NativeExperts:
         biases = None if old.b13 is None else (old.b13, old.b2)
-        return NativeExperts((gate, up, down), old.num_experts, old.hidden, old.inter, old.act, biases)
+        return NativeExperts(
+            (gate, up, down), old.num_experts, old.hidden, old.inter, old.act, biases
+        )
 
     plan.modules[f"model.layers.{layer}.mlp.experts"] = make
     plan.tensors.update(names)

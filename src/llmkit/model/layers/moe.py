@@ -11,6 +11,7 @@ one packed weight of ``E * rows`` rows, and an expert is a view of its tiles.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,7 +72,7 @@ class Experts(nn.Module):
             set_weight_loader(param, self.load_piece)
 
     def load_piece(self, param: nn.Parameter, weight: Weight, piece: int | None) -> None:
-        """``piece`` (:func:`piece`): which projection, of one expert or of all."""
+        """``piece`` (:func:`expert_target`): which projection, of one expert or of all."""
         assert piece is not None
         expert, which = divmod(piece, len(PROJECTIONS)) if piece >= 0 else (None, -1 - piece)
         target = param.data if expert is None else param.data[expert]
@@ -85,11 +86,21 @@ class Experts(nn.Module):
         return F.linear(self.act(F.linear(x, self.w13[expert], b13)), self.w2[expert], b2)
 
 
-def piece(projection: str, expert: int | None) -> int:
-    """The ``load_piece`` number of ``projection`` (gate_proj, up_proj, down_proj) of one
-    expert, or of every expert (``None``) stacked."""
+# An expert's projection, one expert's (``experts.3.up_proj.weight``) or all (stacked).
+_CHECKPOINT = re.compile(r"(.*\.experts)\.(?:(\d+)\.)?(gate_proj|up_proj|down_proj)\.(weight|bias)")
+
+
+def expert_target(name: str) -> tuple[str, int] | None:
+    """Our parameter and its ``load_piece`` number for checkpoint tensor ``name``, if it is
+    an expert's projection (of one expert, or of every expert stacked); else None."""
+    m = _CHECKPOINT.fullmatch(name)
+    if m is None:
+        return None
+    base, index, projection, kind = m.groups()
+    param = ("w" if kind == "weight" else "b") + ("2" if projection == "down_proj" else "13")
     which = PROJECTIONS.index(projection)
-    return -1 - which if expert is None else expert * len(PROJECTIONS) + which
+    piece = -1 - which if index is None else int(index) * len(PROJECTIONS) + which
+    return f"{base}.{param}", piece
 
 
 class NativeExperts(nn.Module):

@@ -9,7 +9,6 @@ model, its norms (``sandwich_norms``), embedding scale and final logit soft-cap.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -285,15 +284,10 @@ class LlamaForCausalLM(nn.Module):
                 continue
             if name == "lm_head.weight" and self.tie_word_embeddings:
                 continue
-            expert = _EXPERT.fullmatch(name)
+            expert = moe.expert_target(name)
             if expert is not None:
-                base, index, projection, kind = expert.groups()
-                target = f"{base}.{('w2' if projection == 'down_proj' else 'w13')}"
-                if kind == "bias":
-                    target = target.replace(".w", ".b")
-                which = moe.piece(projection, None if index is None else int(index))
-                copy_weight(params, target, weight, which)
-                loaded.add(target)
+                copy_weight(params, *expert[:1], weight, expert[1])
+                loaded.add(expert[0])
                 continue
             for piece, (fused, shard) in _stacked(self.projections).items():
                 if f".{piece}." in name:
@@ -305,10 +299,6 @@ class LlamaForCausalLM(nn.Module):
                 copy_weight(params, name, weight)
                 loaded.add(name)
         check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
-
-
-# An expert's projection, one expert's (``experts.3.up_proj.weight``) or all (stacked).
-_EXPERT = re.compile(r"(.*\.experts)\.(?:(\d+)\.)?(gate_proj|up_proj|down_proj)\.(weight|bias)")
 
 
 def _stacked(projections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
