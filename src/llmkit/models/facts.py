@@ -30,6 +30,10 @@ class ModelFacts:
     size: int  # bytes on disk
     modified: float  # Unix seconds
     digest: str  # sha256 of the path, size and modification time (not of the bytes)
+    # A mixture of experts' expert count and experts used a token; a windowed model's window.
+    expert_count: int | None = None
+    expert_used_count: int | None = None
+    sliding_window: int | None = None
 
     @property
     def is_encoder(self) -> bool:
@@ -98,6 +102,9 @@ def _gguf(path: Path) -> dict[str, Any]:
         "parameter_count": sum(int(t.n_elements) for t in reader.tensors),
         "quantization_level": level,
         "chat_template": str(field("tokenizer.chat_template") or ""),
+        "expert_count": field(f"{arch}.expert_count"),
+        "expert_used_count": field(f"{arch}.expert_used_count"),
+        "sliding_window": field(f"{arch}.attention.sliding_window"),
     }
 
 
@@ -111,6 +118,8 @@ def _hf_folder(path: Path, size: int) -> dict[str, Any]:
     if not template and (path / "chat_template.jinja").is_file():  # transformers' newer place
         template = (path / "chat_template.jinja").read_text()
     weights = sum(p.stat().st_size for p in path.glob("*.safetensors"))
+    experts = config.get("num_experts") or config.get("num_local_experts")
+    windowed = "sliding_attention" in (config.get("layer_types") or [])
     return {
         "format": "safetensors",
         "architecture": str(config.get("model_type", "unknown")),
@@ -118,4 +127,7 @@ def _hf_folder(path: Path, size: int) -> dict[str, Any]:
         "parameter_count": (weights or size) // _DTYPE_BYTES[level],
         "quantization_level": level,
         "chat_template": template,
+        "expert_count": experts,
+        "expert_used_count": config.get("num_experts_per_tok") if experts else None,
+        "sliding_window": config.get("sliding_window") if windowed else None,
     }

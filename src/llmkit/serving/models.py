@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from llmkit.engine.protocol import ModelInfo
 from llmkit.errors import EngineOverloadedError
 from llmkit.models import Lease, ModelLoadError, ModelStatus
 from llmkit.protocol.openai import ManagedModelCard
@@ -41,6 +43,20 @@ async def hold_model(
     return ctx.bound(lease.engine, name), lease
 
 
+def card_fields(info: ModelInfo | None) -> dict[str, Any]:
+    """A model card's fields that a loaded engine knows."""
+    if info is None:
+        return {}
+    return {
+        "max_model_len": info.max_model_len,
+        "input_modalities": ["text", "image"] if info.supports_images else ["text"],
+        "architecture": info.architecture or None,
+        "num_experts": info.num_experts or None,
+        "num_experts_per_tok": info.experts_per_token or None,
+        "sliding_window": info.sliding_window,
+    }
+
+
 def model_card(status: ModelStatus, ctx: ServingContext) -> ManagedModelCard:
     """One managed model with its state; ``expires_at`` in Unix seconds (None: never, or
     not loaded)."""
@@ -51,8 +67,7 @@ def model_card(status: ModelStatus, ctx: ServingContext) -> ManagedModelCard:
     return ManagedModelCard(
         id=status.name,
         root=status.model,
-        max_model_len=info.max_model_len if info else None,
-        input_modalities=["text", "image"] if info and info.supports_images else ["text"],
+        **card_fields(info),
         state=status.state,
         expires_at=expires,
         resident_bytes=status.resident_bytes,

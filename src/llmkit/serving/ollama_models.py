@@ -97,8 +97,11 @@ def show(ctx: ServingContext, requested: str) -> ShowResponse:
         "general.architecture": f.architecture,
         "general.parameter_count": f.parameter_count,
     }
-    if f.context_length is not None:
-        info[f"{f.architecture}.context_length"] = f.context_length
+    for key in ("context_length", "expert_count", "expert_used_count", "sliding_window"):
+        value = getattr(f, key)
+        if value is not None:  # GGUF's metadata key for it
+            name = "attention.sliding_window" if key == "sliding_window" else key
+            info[f"{f.architecture}.{name}"] = value
     return ShowResponse(
         modelfile=f"FROM {f.path}\n",
         parameters="",

@@ -14,7 +14,7 @@ from llmkit.serving.chat import render_messages
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, to_conversation
 from llmkit.serving.errors import OpenAIError, bad_request
-from llmkit.serving.models import model_card
+from llmkit.serving.models import card_fields, model_card
 from llmkit.serving.tool_choice import check_tools
 
 
@@ -22,10 +22,7 @@ def list_models(ctx: ServingContext) -> ModelList:
     if ctx.models is not None:
         return ModelList(data=[model_card(status, ctx) for status in ctx.models.status()])
     info = ctx.engine.model_info
-    common: dict = {
-        "max_model_len": info.max_model_len,
-        "input_modalities": ["text", "image"] if info.supports_images else ["text"],
-    }
+    common = card_fields(info)
     cards = [ModelCard(id=name, root=info.name, **common) for name in ctx.model_names]
     cards += [
         ModelCard(id=name, root=lora.path, parent=ctx.model_name, **common)

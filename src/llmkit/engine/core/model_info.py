@@ -26,6 +26,11 @@ class ModelInfo:
     image_tokens: int = 0
     image_processor: str | None = None
     max_images_per_prompt: int = 0
+    # The model class, and what a mixture of experts or a windowed model is made of.
+    architecture: str = ""
+    num_experts: int = 0  # 0: dense
+    experts_per_token: int = 0
+    sliding_window: int | None = None  # None: no layer is windowed
 
     @property
     def supports_images(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,9 @@ from llmkit.config import EngineConfig
 from llmkit.engine.core.model_info import ModelInfo, Task
 from llmkit.model.loader import load_hf_config, model_class, resolve_model, resolve_tokenizer
 from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
+from llmkit.model.shape import model_shape
+
+logger = logging.getLogger(__name__)
 
 _DEFAULT_BATCHED_TOKENS = 2048
 
@@ -33,6 +37,8 @@ def resolve(config: EngineConfig) -> ResolvedModel:
     pooling = resolve_pooling_config(path, getattr(cls, "default_pooling_type", "last"))
     text_config = hf_config.get_text_config()
     max_model_len = _max_model_len(config, text_config, task, pooling)
+    shape = model_shape(cls, text_config)
+    logger.info("model %s: %s", config.model, shape.describe())
     info = ModelInfo(
         name=config.model,
         tokenizer=resolve_tokenizer(config.tokenizer) if config.tokenizer else path,
@@ -43,6 +49,10 @@ def resolve(config: EngineConfig) -> ResolvedModel:
         max_logprobs=config.max_logprobs,
         is_encoder=is_encoder,
         **_image_fields(config, path, hf_config, cls),
+        architecture=shape.architecture,
+        num_experts=shape.num_experts,
+        experts_per_token=shape.experts_per_token,
+        sliding_window=shape.sliding_window,
     )
     return ResolvedModel(path, hf_config, info, pooling, _budget(config, max_model_len, is_encoder))
 

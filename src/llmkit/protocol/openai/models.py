@@ -22,6 +22,12 @@ class ModelCard(BaseModel):
     # What a prompt may hold, as OpenRouter's models list says it: "text", and "image" for
     # a vision model (the chat page offers image attachment from it).
     input_modalities: list[Literal["text", "image"]] = ["text"]
+    # What the model is (its class), and for a mixture of experts or a windowed model, what
+    # it is made of; absent where not known (a managed model not loaded).
+    architecture: str | None = None
+    num_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    sliding_window: int | None = None
 
 
 class ManagedModelCard(ModelCard):
