@@ -34,6 +34,8 @@ class Architecture:
     # differ from llama.cpp's common ones (model/gguf/weights.py).
     gguf_keys: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     gguf_tensors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # llama.cpp's converter permutes this family's q/k rows into its RoPE order (Llama's).
+    gguf_permutes_qk: bool = False
     # Rope parameters this family's files imply but do not store.
     gguf_rope: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     # Config fields of the demo builder's tiny models only (small expert counts, windows
@@ -54,7 +56,9 @@ _MOE_KEYS = MappingProxyType(
 )
 
 ARCHITECTURES: tuple[Architecture, ...] = (
-    Architecture("LlamaForCausalLM", "llama", "llama", "LlamaConfig", gguf="llama"),
+    Architecture(
+        "LlamaForCausalLM", "llama", "llama", "LlamaConfig", gguf="llama", gguf_permutes_qk=True
+    ),
     Architecture("MistralForCausalLM", "mistral", "llama", "MistralConfig"),
     Architecture(
         "Qwen2ForCausalLM",

@@ -63,12 +63,14 @@ class TensorTable:
     @classmethod
     def of(cls, reader: GGUFReader, file: Path) -> TensorTable:
         """The table as the gguf package's reader found it."""
+        from llmkit.model import registry
         from llmkit.model.gguf.config import architecture
         from llmkit.model.gguf.file import field
 
         permuted = {}
         arch = architecture(reader, file)
-        if arch == "llama":  # llama.cpp permutes only this family
+        entry = registry.by_gguf(arch)
+        if entry is not None and entry.gguf_permutes_qk:
             heads = int(field(reader, "llama.attention.head_count"))
             permuted = {
                 "attn_q": heads,
