@@ -8,7 +8,7 @@ around their matmuls (~35 ops a layer on one row) against ~9 ms in the matmuls; 
 request, float32 or float16 KV caches on CPU, one rank, and every layer plain (its linears'
 weights in w4a8, q8 or kq formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K in any
 mix, or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no LoRA); else the
-model runs its layers as modules, as before.
+model runs its layers as modules, as before (a layer with an MXFP4 part among them).
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ def load() -> Callable[..., int] | None:
     return load_function(SOURCE, "llama_decode", [_P] * 6 + [_I64] * 3)
 
 
-def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None]:
+def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None] | None:
     """A weight's view for the kernel, its padded input count and its group (None: q8's,
-    which reads no group sums)."""
+    which reads no group sums); None for a format the kernel does not multiply (MXFP4)."""
     ptr = [t.data_ptr() if isinstance(t, torch.Tensor) and t.numel() else None for t in packed]
     if isinstance(packed, w4a8.Packed):
         kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
@@ -114,8 +114,10 @@ def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None]:
             packed.codes.shape[1] * 4,
             None,
         )
-    fmt = kquant.FORMATS.index(packed.fmt)
-    return _Part(*ptr[1:], out_features, 2, fmt), packed.lo.shape[1] * 8, 32
+    if isinstance(packed, kquant.Packed):
+        fmt = kquant.FORMATS.index(packed.fmt)
+        return _Part(*ptr[1:], out_features, 2, fmt), packed.lo.shape[1] * 8, 32
+    return None
 
 
 def _weights(layer: object) -> list[tuple[Any, int]] | None:
@@ -141,7 +143,10 @@ def _linear(layer: Any) -> _Linear | None:
         return None
     if bias is not None and bias.dtype != torch.float32:
         return None
-    parts = [_part(packed, n) for packed, n in weights]
+    found = [_part(packed, n) for packed, n in weights]
+    parts = [p for p in found if p is not None]
+    if len(parts) != len(found):
+        return None
     padded = {kp for _, kp, _ in parts}
     groups = {g for _, _, g in parts if g is not None}
     if len(padded) != 1 or len(groups) > 1:
