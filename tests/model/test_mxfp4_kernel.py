@@ -155,7 +155,6 @@ def test_a_native_linear_stacks_an_mxfp4_part_beside_another_format():
     assert got.shape == (2, 3, 17)
     torch.testing.assert_close(got.reshape(-1, 17).double(), want, rtol=1e-5, atol=1e-5)
     assert "MXFP4+Q8_0" in repr(layer)
-    assert llama_fused._linear(layer) is None  # the fused step declines it: the module runs
 
 
 def _mlp_in_mxfp4(name: str) -> str:
@@ -165,17 +164,23 @@ def _mlp_in_mxfp4(name: str) -> str:
     return "MXFP4" if ".ffn_" in name else "Q8_0"
 
 
-def test_a_file_with_mxfp4_layers_loads_them_as_they_are_and_scores_as_dequantized(
-    model_factory, tmp_path, caplog
-):
-    from tests.model.test_gguf_archs import PROMPTS, write_gguf
+@pytest.fixture(scope="module")
+def mxfp4_file(model_factory, tmp_path_factory) -> str:
+    from tests.model.test_gguf_archs import write_gguf
 
-    file = write_gguf(model_factory("llama"), tmp_path / "mxfp4.gguf", _mlp_in_mxfp4)
+    out = tmp_path_factory.mktemp("mxfp4") / "mlp-mxfp4.gguf"
+    return str(write_gguf(model_factory("llama"), out, _mlp_in_mxfp4))
+
+
+def test_a_file_with_mxfp4_layers_loads_them_as_they_are_and_scores_as_dequantized(
+    mxfp4_file, caplog
+):
+    from tests.model.test_gguf_archs import PROMPTS
+
     with caplog.at_level(logging.INFO, logger="llmkit.model.gguf.native"):
-        ours = LLM(str(file), max_model_len=128)
+        ours = LLM(mxfp4_file, max_model_len=128)
     assert "0 dequantized" in caplog.text and "MXFP4" in caplog.text, caplog.text
-    layers = ours._core.runner.model.model.layers
-    mlps = [layer.mlp for layer in layers]
+    mlps = [layer.mlp for layer in ours._core.runner.model.model.layers]
     assert all(repr(m.gate_up_proj).endswith("MXFP4+MXFP4)") for m in mlps)
     assert all(repr(m.down_proj).endswith("MXFP4)") for m in mlps)
 
@@ -189,7 +194,26 @@ def test_a_file_with_mxfp4_layers_loads_them_as_they_are_and_scores_as_dequantiz
         ]
         return -float(np.mean(logprobs))
 
-    ours.generate([[1, 2, 3]], SamplingParams(max_tokens=4), use_tqdm=False)
-    assert ours._core.runner.model.model.fused_decode._plan is None  # declined: modules ran
-    got, want = nll(ours), nll(LLM(str(file), dtype="float32", max_model_len=128))
+    got, want = nll(ours), nll(LLM(mxfp4_file, dtype="float32", max_model_len=128))
     assert abs(got - want) < 0.05, (got, want)
+
+
+@pytest.mark.skipif(llama_fused.load() is None, reason="the fused decode kernel does not build")
+def test_the_fused_decode_step_runs_mxfp4_layers_as_their_modules_do(mxfp4_file):
+    """As test_llama_fused's: four requests' decode rows through the kernel, against the same
+    step with the kernel off (the kernel's RMSNorm sums in another order: ~1e-3 apart)."""
+    from tests.model.test_llama_fused import decodes, prefill_all
+
+    llm = LLM(mxfp4_file, max_model_len=64, max_num_seqs=4)
+    runner = llm._core.runner
+    fused = runner.model.model.fused_decode
+    prefill_all(runner)
+    step = decodes([11, 12, 13, 14])
+    fused.enabled = False
+    expected = runner.execute(step).clone()
+    fused.enabled = True
+    got = runner.execute(step)
+    assert fused._plan is not None  # the kernel ran
+    err = (got - expected).norm(dim=-1) / expected.norm(dim=-1)
+    assert err.max().item() < 1e-2, err
+    llm.close()
