@@ -3,11 +3,15 @@ decode step in one C call, against the same layers run as modules."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 import torch
 
 from llmkit import LLM
 from llmkit.model.batch import SeqInput
+from llmkit.model.layers.formats import FORMATS
+from llmkit.model.layers.native import NativeLinear, Part
 from llmkit.model.models import llama_fused
 
 pytestmark = pytest.mark.skipif(
@@ -90,3 +94,14 @@ def test_models_the_kernel_does_not_fit_run_their_modules(model_factory):
     runner.execute(decodes([1, 2, 3, 4]))
     assert runner.model.model.fused_decode._plan is None
     llm.close()
+
+
+def test_a_layer_with_a_format_the_kernel_has_no_matmul_for_is_declined():
+    """A format of the registry that the step does not multiply sends its layer to the
+    modules rather than to another format's matmul."""
+
+    class Other(NamedTuple):
+        codes: torch.Tensor
+
+    part = Part(FORMATS["Q8_0"], Other(torch.zeros(1, 8, 32, dtype=torch.int8)), 8)
+    assert llama_fused._linear(NativeLinear([part], 32, 8, None)) is None
