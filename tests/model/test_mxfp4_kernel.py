@@ -202,18 +202,9 @@ def test_a_file_with_mxfp4_layers_loads_them_as_they_are_and_scores_as_dequantiz
 def test_the_fused_decode_step_runs_mxfp4_layers_as_their_modules_do(mxfp4_file):
     """As test_llama_fused's: four requests' decode rows through the kernel, against the same
     step with the kernel off (the kernel's RMSNorm sums in another order: ~1e-3 apart)."""
-    from tests.model.test_llama_fused import decodes, prefill_all
+    from tests.model.test_llama_fused import kernel_against_modules
 
     llm = LLM(mxfp4_file, max_model_len=64, max_num_seqs=4)
-    runner = llm._core.runner
-    fused = runner.model.model.fused_decode
-    prefill_all(runner)
-    step = decodes([11, 12, 13, 14])
-    fused.enabled = False
-    expected = runner.execute(step).clone()
-    fused.enabled = True
-    got = runner.execute(step)
-    assert fused._plan is not None  # the kernel ran
-    err = (got - expected).norm(dim=-1) / expected.norm(dim=-1)
+    err = kernel_against_modules(llm._core.runner)
     assert err.max().item() < 1e-2, err
     llm.close()
