@@ -3,11 +3,15 @@ decode step in one C call, against the same layers run as modules."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 import torch
 
 from llmkit import LLM
 from llmkit.model.batch import SeqInput
+from llmkit.model.layers.formats import FORMATS
+from llmkit.model.layers.native import NativeLinear, Part
 from llmkit.model.models import llama_fused
 
 pytestmark = pytest.mark.skipif(
@@ -46,6 +50,14 @@ def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec, qua
     order than torch's, which can move an activation code sitting on a rounding boundary:
     the rows agree to ~1e-3."""
     llm, runner = runner_of(model_factory(spec), quantization)
+    err = kernel_against_modules(runner)
+    assert err.max().item() < 1e-2, err
+    llm.close()
+
+
+def kernel_against_modules(runner) -> torch.Tensor:
+    """Four requests' decode step through the kernel against the same step with the kernel
+    off: each row's relative error."""
     fused = runner.model.model.fused_decode
     prefill_all(runner)
     step = decodes([11, 12, 13, 14])
@@ -54,9 +66,7 @@ def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec, qua
     fused.enabled = True
     got = runner.execute(step)
     assert fused._plan is not None  # the kernel ran
-    err = (got - expected).norm(dim=-1) / expected.norm(dim=-1)
-    assert err.max().item() < 1e-2, err
-    llm.close()
+    return (got - expected).norm(dim=-1) / expected.norm(dim=-1)
 
 
 @pytest.mark.parametrize("quantization", ["w4a8", "w8a8"])
@@ -90,3 +100,14 @@ def test_models_the_kernel_does_not_fit_run_their_modules(model_factory):
     runner.execute(decodes([1, 2, 3, 4]))
     assert runner.model.model.fused_decode._plan is None
     llm.close()
+
+
+def test_a_layer_with_a_format_the_kernel_has_no_matmul_for_is_declined():
+    """A format of the registry that the step does not multiply sends its layer to the
+    modules rather than to another format's matmul."""
+
+    class Other(NamedTuple):
+        codes: torch.Tensor
+
+    part = Part(FORMATS["Q8_0"], Other(torch.zeros(1, 8, 32, dtype=torch.int8)), 8)
+    assert llama_fused._linear(NativeLinear([part], 32, 8, None)) is None

@@ -11,10 +11,17 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from llmkit.model.attention import paged_decode_cpu
-from llmkit.model.layers import kquant, q8, w4a8
+from llmkit.model.layers import kquant, mxfp4, q8, w4a8
 from llmkit.model.models import llama_fused
 
-_LOADS = (w4a8.load, q8.load, kquant.load, llama_fused.load, paged_decode_cpu.load)
+_LOADS = (
+    w4a8.load,
+    q8.load,
+    kquant.load,
+    mxfp4.load,
+    llama_fused.load,
+    paged_decode_cpu.load,
+)
 # The builds of this process, started once (each load is cached for the process anyway).
 _builds: list[Future] = []
 _lock = threading.Lock()

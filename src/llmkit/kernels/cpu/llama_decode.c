@@ -1,4 +1,5 @@
-/* Every layer of a llama-family decoder's decode step in one call, for w4a8, q8 or kq weights.
+/* Every layer of a llama-family decoder's decode step in one call, for w4a8, q8, kq or mxfp4
+ * weights.
  *
  * At one stream a 30-layer model spends as long in the torch ops and module calls between
  * its matmuls (norms, RoPE, the KV write, SwiGLU, residuals: ~35 ops a layer, each a few
@@ -8,8 +9,8 @@
  * SiLU-and-mul and down and residual, with barriers between the phases. Rows (phases that
  * work on a token) are split the same way in every phase, so a thread reads back only rows
  * it wrote itself between barriers; matmuls split their output tiles; attention splits
- * (row, query head) pairs. The matmuls are w4a8.c's, q8.c's and kq.c's (included, each under
- * its own names), so their numbers are the separate layers'; each part of a linear says which
+ * (row, query head) pairs. The matmuls are w4a8.c's, q8.c's, kq.c's and mxfp4.c's (included,
+ * each under its own names), so their numbers are the separate layers'; each part of a linear says which
  * it is, and a linear's parts (q, k, v) may differ: a Q4_K_M file's v is Q6_K on some layers.
  *
  * The rows are M one-token requests: row m is request m of the block tables (decode steps;
@@ -50,15 +51,27 @@
 #undef gemm_tiles
 #undef quantize_rows
 #undef run_job
+#define Job MXJob
+#define tile mx_tile
+#define gemm_tiles mx_gemm_tiles
+#define quantize_rows mx_quantize_rows
+#define run_job mx_run_job
+#include "mxfp4.c"
+#undef Job
+#undef tile
+#undef gemm_tiles
+#undef quantize_rows
+#undef run_job
 
 #include "paged_attend.h"
 
-enum { W4A8 = 0, Q8 = 1, KQ = 2 };
+enum { W4A8 = 0, Q8 = 1, KQ = 2, MXFP4 = 3 };
 
 /* One weight of a linear layer's stacked output rows, of one of the kernels' formats. */
 typedef struct {
     const void *w, *hi;       /* the codes (kq: their low nibbles), kq's higher bits */
-    const void *scale, *min;  /* w4a8: float16 per group; q8: scale; kq: sc and mn */
+    const void *scale, *min;  /* w4a8: float16 per group; q8: scale; kq: sc and mn; mxfp4:
+                                 the exponents */
     const uint16_t *d, *dmin; /* kq's K formats: per 256 inputs */
     int64_t N, kind, fmt;     /* fmt: kq's format */
 } Part;
@@ -67,7 +80,7 @@ typedef struct {
  * on one quantized input (every kernel's activations are s8 by blocks of 32). */
 typedef struct {
     Part part[3];
-    int64_t parts;
+    int64_t parts, mxfp4; /* mxfp4: whether a part is, so the input's block sums are needed */
     const float *bias; /* or NULL */
     int64_t K, Kp, N, G;
 } Linear;
@@ -90,13 +103,15 @@ typedef struct { /* scratch for one call, M rows */
     int8_t *q;
     float *xscale, *xsum, *scores, *slots; /* slots: a float16 slot row widened, per thread */
     int64_t score_stride;
+    int32_t *qsum; /* mxfp4's: each block's sum of codes */
 } Work;
 
 /* Rows [m0, m1) of x quantized for lin (the same codes for every kernel; w4a8 and kq read
- * the group sums too). */
+ * the group sums too, mxfp4 the blocks' integer sums). */
 static void quantize_for(const Linear *lin, const float *x, const Work *w, int64_t m0,
                          int64_t m1) {
     quantize_grouped(x, w->q, w->xscale, w->xsum, lin->K, lin->Kp, lin->G, m0, m1);
+    if (lin->mxfp4) block_sums(w->q, w->qsum, lin->Kp, m0, m1);
 }
 
 /* Output tiles [first, last) of part p into out (its columns, rows lin->N apart). */
@@ -110,10 +125,14 @@ static void part_tiles(const Linear *lin, const Part *p, float *out, const Work 
         const Q8Job job = {NULL, p->w, p->scale, out, w->q, w->xscale, M, lin->K, lin->Kp,
                            p->N, lin->N};
         q8_gemm_tiles(&job, first, last);
-    } else {
+    } else if (p->kind == KQ) {
         const KQJob job = {NULL, p->w, p->hi, p->scale, p->min, p->d, p->dmin, out, w->q,
                            w->xscale, w->xsum, M, lin->K, lin->Kp, p->N, p->fmt, lin->N};
         kq_gemm_tiles(&job, first, last);
+    } else {
+        const MXJob job = {NULL, p->w, p->scale, out, w->q, w->xscale, w->qsum, M, lin->K,
+                           lin->Kp, p->N, lin->N};
+        mx_gemm_tiles(&job, first, last);
     }
 }
 
@@ -256,8 +275,9 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc(sizeof(float) * (size_t)(nt * NH * (longest + 1))),
         malloc(sizeof(float) * (size_t)(nt * mdl->kv_heads * D)),
         NH * (longest + 1),
+        malloc(sizeof(int32_t) * (size_t)(M * kp / 32)),
     };
-    int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.q && w.xscale && w.xsum && w.scores && w.slots
+    int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.q && w.xscale && w.xsum && w.scores && w.slots && w.qsum
                      ? 0
                      : -1;
     if (status == 0) {
@@ -280,5 +300,6 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     free(w.xsum);
     free(w.scores);
     free(w.slots);
+    free(w.qsum);
     return status;
 }

@@ -1,4 +1,4 @@
-/* What the tiled CPU kernels (w4a8.c, q8.c, kq.c) share: activations to s8 codes by blocks
+/* What the tiled CPU kernels (w4a8.c, q8.c, kq.c, mxfp4.c) share: activations to s8 codes by blocks
  * of 32, a tile row's store, and (tile_walk.h) the walk over output tiles.
  */
 #ifndef LLMKIT_TILED_H

@@ -1,7 +1,7 @@
 """What of a GGUF file loads as it is, not widened to float: its numbers, not requantized.
 
 Every tensor whose type has a kernel (:data:`llmkit.model.layers.formats.FORMATS`: Q4_0,
-Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) loads in that format: linear layers as
+Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4) loads in that format: linear layers as
 :class:`NativeLinear`, whose fused parts (q, k, v; gate, up) may each be of another format
 (a Q4_K_M file's v is Q6_K on some layers), the token embedding as :class:`NativeEmbedding`,
 and the LM head, which shares the embedding's blocks when tied. llama.cpp's Q/K row

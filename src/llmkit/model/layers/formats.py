@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from llmkit.model.layers import kquant, q8, w4a8
+from llmkit.model.layers import kquant, mxfp4, q8, w4a8
 
-Packed = Any  # one of w4a8.Packed, q8.Packed, kquant.Packed: the tensors a kernel reads
+Packed = Any  # one of w4a8.Packed, q8.Packed, kquant.Packed, mxfp4.Packed: what a kernel reads
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,8 @@ class WeightFormat:
     """A GGUF tensor type with a native kernel.
 
     ``block_inputs``/``block_bytes``: a block of the file (a row holds whole blocks);
-    ``fused_kind``: the fused decode kernel's number for its kernel (0 w4a8, 1 q8, 2 kq)."""
+    ``fused_kind``: its kernel's number (0 w4a8, 1 q8, 2 kq, 3 mxfp4), which the fused decode
+    step dispatches on."""
 
     name: str
     block_inputs: int
@@ -34,7 +35,7 @@ class WeightFormat:
     @property
     def packed_type(self) -> type:
         """The tuple its kernel reads (:meth:`read`'s result)."""
-        return (w4a8.Packed, q8.Packed, kquant.Packed)[self.fused_kind]
+        return (w4a8.Packed, q8.Packed, kquant.Packed, mxfp4.Packed)[self.fused_kind]
 
     @property
     def bits_per_weight(self) -> float:
@@ -92,4 +93,13 @@ FORMATS: dict[str, WeightFormat] = {
         "Q8_0", q8.BLOCK, q8.Q8_0_BYTES, 1, q8.from_q8_0, q8.linear, q8.dequantize
     ),
     **{name: _kq(name) for name in kquant.BLOCK_BYTES},
+    "MXFP4": WeightFormat(
+        "MXFP4",
+        mxfp4.BLOCK,
+        mxfp4.BLOCK_BYTES,
+        3,
+        mxfp4.from_mxfp4,
+        mxfp4.linear,
+        mxfp4.dequantize,
+    ),
 }

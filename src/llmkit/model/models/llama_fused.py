@@ -6,9 +6,9 @@ around their matmuls (~35 ops a layer on one row) against ~9 ms in the matmuls; 
 ``llmkit/kernels/cpu/llama_decode.c`` runs every layer of a decode step in one OpenMP region
 (see there). :class:`FusedDecode` decides per step whether it applies: one query row per
 request, float32 or float16 KV caches on CPU, one rank, and every layer plain (its linears'
-weights in w4a8, q8 or kq formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K in any
-mix, or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no LoRA); else the
-model runs its layers as modules, as before.
+weights in w4a8, q8, kq or mxfp4 formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K/
+MXFP4 in any mix, or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no
+LoRA); else the model runs its layers as modules, as before.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
 from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
-from llmkit.model.layers import kquant, q8, w4a8
+from llmkit.model.layers import kquant, mxfp4, q8, w4a8
 from llmkit.model.layers.activation import SiluAndMul
 from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.norm import RMSNorm
@@ -56,7 +56,7 @@ class _Part(ctypes.Structure):
     _fields_ = [
         *((name, _P) for name in ("w", "hi", "scale", "min", "d", "dmin")),
         ("N", _I64),
-        ("kind", _I64),  # 0 w4a8, 1 q8, 2 kq
+        ("kind", _I64),  # 0 w4a8, 1 q8, 2 kq, 3 mxfp4
         ("fmt", _I64),  # kq's format
     ]
 
@@ -65,6 +65,7 @@ class _Linear(ctypes.Structure):
     _fields_ = [
         ("part", _Part * _MAX_PARTS),
         ("parts", _I64),
+        ("mxfp4", _I64),  # whether a part is: the input's block sums are made for it
         ("bias", _P),
         *((name, _I64) for name in ("K", "Kp", "N", "G")),
     ]
@@ -101,9 +102,9 @@ def load() -> Callable[..., int] | None:
     return load_function(SOURCE, "llama_decode", [_P] * 6 + [_I64] * 3)
 
 
-def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None]:
-    """A weight's view for the kernel, its padded input count and its group (None: q8's,
-    which reads no group sums)."""
+def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None] | None:
+    """A weight's view for the kernel, its padded input count and its group (None: q8's and
+    mxfp4's, which read no group sums); None for a format the kernel has no matmul for."""
     ptr = [t.data_ptr() if isinstance(t, torch.Tensor) and t.numel() else None for t in packed]
     if isinstance(packed, w4a8.Packed):
         kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
@@ -115,8 +116,13 @@ def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None]:
             packed.codes.shape[1] * 4,
             None,
         )
-    fmt = kquant.FORMATS.index(packed.fmt)
-    return _Part(*ptr[1:], out_features, 2, fmt), packed.lo.shape[1] * 8, 32
+    if isinstance(packed, mxfp4.Packed):  # 8 inputs of 4-bit codes a row, as w4a8's
+        part = _Part(ptr[0], None, ptr[1], *[None] * 3, out_features, 3, 0)
+        return part, packed.codes.shape[1] * 8, None
+    if isinstance(packed, kquant.Packed):
+        fmt = kquant.FORMATS.index(packed.fmt)
+        return _Part(*ptr[1:], out_features, 2, fmt), packed.lo.shape[1] * 8, 32
+    return None
 
 
 def _weights(layer: object) -> list[tuple[Any, int]] | None:
@@ -142,7 +148,10 @@ def _linear(layer: Any) -> _Linear | None:
         return None
     if bias is not None and bias.dtype != torch.float32:
         return None
-    parts = [_part(packed, n) for packed, n in weights]
+    found = [_part(packed, n) for packed, n in weights]
+    parts = [p for p in found if p is not None]
+    if len(parts) != len(found):
+        return None
     padded = {kp for _, kp, _ in parts}
     groups = {g for _, _, g in parts if g is not None}
     if len(padded) != 1 or len(groups) > 1:
@@ -153,6 +162,7 @@ def _linear(layer: Any) -> _Linear | None:
     return _Linear(
         array,
         len(parts),
+        any(isinstance(packed, mxfp4.Packed) for packed, _ in weights),
         bias_ptr,
         layer.in_features,
         kp,
