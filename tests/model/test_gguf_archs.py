@@ -213,13 +213,15 @@ def test_quantized_tensors_load_as_they_are(arch, qtype, model_factory, tmp_path
 
 @pytest.mark.parametrize(
     ("arch", "qtype", "sparse"),
-    [("qwen3_moe", "Q8_0", 1), ("qwen3_moe", "Q4_0", 1), ("gpt_oss", "Q8_0", 2)],
+    [("qwen3_moe", "Q8_0", 1), ("qwen3_moe", "Q4_0", 1), ("gpt_oss", "MXFP4", 2)],
 )
 def test_experts_load_as_they_are(arch, qtype, sparse, model_factory, tmp_path):
     """A mixture of experts' stacked expert tensors load natively, each expert a view of its
-    rows (gpt-oss's with their biases); the answers stay those of the file dequantized, up
-    to the activations' rounding."""
-    file = write_gguf(model_factory(arch), tmp_path / "moe.gguf", qtype)
+    rows (gpt-oss's with their biases, in MXFP4 as its published files have them, the rest
+    Q8_0 as llama-quantize's MXFP4_MOE leaves it); the answers stay those of the file
+    dequantized, up to the activations' rounding."""
+    mix = {"MXFP4": lambda name: "MXFP4" if "_exps." in name else "Q8_0"}
+    file = write_gguf(model_factory(arch), tmp_path / "moe.gguf", mix.get(qtype, qtype))
     ours, widened = LLM(str(file)), LLM(str(file), dtype="float32")
     experts = [m for m in ours._core.runner.model.modules() if isinstance(m, NativeExperts)]
     assert len(experts) == sparse  # Qwen3-MoE's test model has a dense layer
