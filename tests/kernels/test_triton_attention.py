@@ -56,7 +56,7 @@ class Batch:
     k_clean: torch.Tensor  # the same caches with finite values everywhere
     v_clean: torch.Tensor
     meta: AttentionMetadata
-    scale: float
+    spec: AttentionSpec
 
 
 def make_batch(
@@ -128,14 +128,14 @@ def make_batch(
         k_clean=k_clean.to(device),
         v_clean=v_clean.to(device),
         meta=meta,
-        scale=shape.head_dim**-0.5,
+        spec=AttentionSpec(shape.head_dim**-0.5),
     )
 
 
 def reference(batch: Batch) -> torch.Tensor:
     """The torch backend in fp32 on the same (rounded) inputs."""
     return TorchAttentionBackend().forward(
-        batch.query.float(), batch.k_clean.float(), batch.v_clean.float(), batch.meta, batch.scale
+        batch.query.float(), batch.k_clean.float(), batch.v_clean.float(), batch.meta, batch.spec
     )
 
 
@@ -204,7 +204,7 @@ def test_attention_matches_reference(
     shape = Shape(kv_heads, group, head_dim, block_size, DTYPES[dtype])
     batch = make_batch(seed, device, shape, *scenario(name, random.Random(seed), block_size))
     out = TritonAttentionBackend(num_splits=1).forward(
-        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.scale
+        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.spec
     )
     assert out.dtype == shape.dtype
     assert_close(out, reference(batch), shape.dtype, seed)
@@ -231,7 +231,7 @@ def test_split_kv_matches_reference(
     shape = Shape(kv_heads, group, head_dim, block_size, DTYPES[dtype])
     batch = make_batch(seed, device, shape, *scenario(name, random.Random(seed), block_size))
     out = TritonAttentionBackend(num_splits=splits).forward(
-        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.scale
+        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.spec
     )
     assert_close(out, reference(batch), shape.dtype, seed)
 
@@ -262,7 +262,7 @@ def test_padded_decode_rows_read_and_write_nothing(device, seed, splits):
     backend.write_kv(kv, kv, batch.k_cache, batch.v_cache, padded.slot_mapping[real:])
     assert torch.equal(batch.k_cache.nan_to_num(), k_before.nan_to_num())
     assert torch.equal(batch.v_cache.nan_to_num(), v_before.nan_to_num())
-    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, AttentionSpec(batch.scale))
+    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, batch.spec)
     assert_close(out[:real], reference(batch), shape.dtype, seed)
     assert torch.equal(out[real:].cpu(), torch.zeros_like(out[real:].cpu()))
 
