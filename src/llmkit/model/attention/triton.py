@@ -86,11 +86,6 @@ class TritonAttentionBackend(AttentionBackend):
         meta: AttentionMetadata,
         spec: AttentionSpec,
     ) -> torch.Tensor:
-        if not spec.plain:
-            raise ValueError(
-                "the Triton attention backend runs no sliding window, soft-cap or sinks yet: "
-                "use attention_backend='torch'"
-            )
         num_splits = self.num_splits
         if num_splits is None:
             num_splits = choose_num_splits(
@@ -111,4 +106,7 @@ class TritonAttentionBackend(AttentionBackend):
             max_query_len=meta.max_query_len,
             scale=spec.scale,
             num_splits=num_splits,
+            window=spec.window,
+            softcap=spec.softcap,
+            sinks=spec.sinks,
         )
