@@ -366,6 +366,11 @@ def test_split_choice_uses_only_host_bounds():
         dict(max_query_len=7, max_seq_len=8192, num_reqs=1, num_kv_heads=8),
     ):
         assert choose_num_splits(num_compute_units=132, **kwargs) == 1
+    # A sliding window leaves a long decode only its window's keys to split.
+    long_decode = dict(max_query_len=1, max_seq_len=8192, num_reqs=1, num_kv_heads=8)
+    assert choose_num_splits(num_compute_units=132, window=128, **long_decode) == 1
+    assert choose_num_splits(num_compute_units=132, window=1024, **long_decode) == 4
+    assert choose_num_splits(num_compute_units=132, window=16384, **long_decode) == 16
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
