@@ -8,13 +8,14 @@ already rounded, inputs: below 1e-5 for fp32 caches, 2e-3 for fp16 and 1.6e-2 fo
 
 Cache slots that no request's context covers are filled with NaN in the caches the
 kernels read, so a kernel that loads (rather than masks) a slot it should not use
-produces NaN; the reference reads a clean copy.
+produces NaN; the reference reads a clean copy. With a sliding window, so are the slots
+a key tile's width or more before every window of a request: a kernel must skip them.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -56,7 +57,7 @@ class Batch:
     k_clean: torch.Tensor  # the same caches with finite values everywhere
     v_clean: torch.Tensor
     meta: AttentionMetadata
-    scale: float
+    spec: AttentionSpec
 
 
 def make_batch(
@@ -128,14 +129,14 @@ def make_batch(
         k_clean=k_clean.to(device),
         v_clean=v_clean.to(device),
         meta=meta,
-        scale=shape.head_dim**-0.5,
+        spec=AttentionSpec(shape.head_dim**-0.5),
     )
 
 
 def reference(batch: Batch) -> torch.Tensor:
     """The torch backend in fp32 on the same (rounded) inputs."""
     return TorchAttentionBackend().forward(
-        batch.query.float(), batch.k_clean.float(), batch.v_clean.float(), batch.meta, batch.scale
+        batch.query.float(), batch.k_clean.float(), batch.v_clean.float(), batch.meta, batch.spec
     )
 
 
@@ -173,6 +174,55 @@ def scenario(name: str, rng: random.Random, block_size: int):
     raise ValueError(name)
 
 
+# A layer's spec, by name; "sinks": True draws each head's sink logit.
+SPECS = {
+    "plain": {},
+    "window": {"window": 5},  # shorter than most prompts, within one key tile
+    "wide_window": {"window": 40},  # longer than some prompts, across blocks and key tiles
+    "softcap": {"softcap": 2.0},
+    "sinks": {"sinks": True},
+    "all": {"window": 24, "softcap": 5.0, "sinks": True},
+}
+# The widest key tile tile_config picks: a kernel may read (and mask) fewer keys than
+# this before a window, rounding down to a tile's start, but no more.
+MAX_BLOCK_N = 64
+
+
+def with_spec(batch: Batch, name: str, seed: int) -> Batch:
+    """``batch`` attended as spec ``name`` says; with a window, every slot that no query
+    of its request may read holds NaN in the caches the kernel reads."""
+    kwargs = dict(SPECS[name])
+    num_q_heads = batch.query.shape[1]
+    if kwargs.pop("sinks", False):
+        gen = torch.Generator().manual_seed(seed + 1)
+        kwargs["sinks"] = 2 * torch.randn(num_q_heads, generator=gen).to(batch.query.device)
+    spec = AttentionSpec(batch.spec.scale, **kwargs)
+    if spec.window is not None:
+        meta, bs = batch.meta, batch.k_cache.shape[1]
+        k_cache, v_cache = batch.k_cache.clone(), batch.v_cache.clone()
+        for i, seq_len in enumerate(meta.seq_lens_host):
+            q_len = meta.query_start_loc_host[i + 1] - meta.query_start_loc_host[i]
+            unread = spec.first_key(seq_len - q_len) - MAX_BLOCK_N
+            for pos in range(max(0, unread)):
+                block = int(meta.block_tables[i, pos // bs])
+                k_cache[block, pos % bs] = v_cache[block, pos % bs] = float("nan")
+        batch = replace(batch, k_cache=k_cache, v_cache=v_cache)
+    return replace(batch, spec=spec)
+
+
+def check_scenario(
+    device: torch.device, seed: int, shape: Shape, name: str, splits: int, spec: str = "plain"
+) -> None:
+    """The Triton backend equals the reference on a batch of scenario ``name``."""
+    batch = make_batch(seed, device, shape, *scenario(name, random.Random(seed), shape.block_size))
+    batch = with_spec(batch, spec, seed)
+    out = TritonAttentionBackend(num_splits=splits).forward(
+        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.spec
+    )
+    assert out.dtype == shape.dtype
+    assert_close(out, reference(batch), shape.dtype, seed)
+
+
 ATTENTION_CASES = [
     # scenario, kv heads, group, head dim, block size, dtype
     ("prefill", 2, 1, 64, 16, "fp32"),
@@ -202,12 +252,7 @@ def test_attention_matches_reference(
     device, seed, name, kv_heads, group, head_dim, block_size, dtype
 ):
     shape = Shape(kv_heads, group, head_dim, block_size, DTYPES[dtype])
-    batch = make_batch(seed, device, shape, *scenario(name, random.Random(seed), block_size))
-    out = TritonAttentionBackend(num_splits=1).forward(
-        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.scale
-    )
-    assert out.dtype == shape.dtype
-    assert_close(out, reference(batch), shape.dtype, seed)
+    check_scenario(device, seed, shape, name, splits=1)
 
 
 SPLIT_CASES = [
@@ -229,20 +274,48 @@ def test_split_kv_matches_reference(
     device, seed, name, kv_heads, group, head_dim, block_size, dtype, splits
 ):
     shape = Shape(kv_heads, group, head_dim, block_size, DTYPES[dtype])
-    batch = make_batch(seed, device, shape, *scenario(name, random.Random(seed), block_size))
-    out = TritonAttentionBackend(num_splits=splits).forward(
-        batch.query, batch.k_cache, batch.v_cache, batch.meta, batch.scale
+    check_scenario(device, seed, shape, name, splits)
+
+
+SPEC_CASES = [
+    # spec, scenario, kv heads, group, block size, dtype, splits
+    ("window", "mixed", 2, 2, 8, "fp32", 1),
+    ("window", "mixed", 2, 2, 8, "fp32", 3),  # splits of a window: some see nothing
+    ("wide_window", "mixed", 1, 4, 16, "fp32", 1),
+    ("wide_window", "long_decode", 1, 4, 16, "fp32", 4),
+    ("softcap", "mixed", 2, 2, 16, "fp32", 1),  # split, only with the others ("all")
+    ("sinks", "mixed", 2, 2, 16, "fp32", 1),
+    ("sinks", "decode", 1, 4, 8, "fp32", 3),  # a sink in every split would count 3 times
+    ("all", "mixed", 2, 2, 8, "fp32", 1),
+    ("all", "mixed", 1, 4, 16, "fp32", 4),
+    ("all", "long_decode", 2, 2, 16, "bf16", 8),  # most splits see nothing
+    ("all", "chunked", 1, 4, 8, "fp16", 1),
+]
+
+
+@pytest.mark.parametrize(
+    "spec,name,kv_heads,group,block_size,dtype,splits",
+    SPEC_CASES,
+    ids=["-".join(map(str, c)) for c in SPEC_CASES],
+)
+def test_layer_spec_matches_reference(
+    device, seed, spec, name, kv_heads, group, block_size, dtype, splits
+):
+    """Sliding windows, soft-capped scores and attention sinks, alone and together, on
+    prefill chunks and decodes in one batch, with GQA, unsplit and split."""
+    check_scenario(
+        device, seed, Shape(kv_heads, group, 64, block_size, DTYPES[dtype]), name, splits, spec
     )
-    assert_close(out, reference(batch), shape.dtype, seed)
 
 
-@pytest.mark.parametrize("splits", [1, 4])
-def test_padded_decode_rows_read_and_write_nothing(device, seed, splits):
+@pytest.mark.parametrize("splits,spec", [(1, "plain"), (4, "plain"), (4, "all")])
+def test_padded_decode_rows_read_and_write_nothing(device, seed, splits, spec):
     """What a CUDA graph of a larger batch does with the rows it pads a step with: context
     length 0 and slot -1 give zero output and leave the cache as it was, and the real
     rows' results do not change."""
     shape = Shape(2, 4, 64, 16, torch.float32)
     batch = make_batch(seed, device, shape, *scenario("decode", random.Random(seed), 16))
+    batch = with_spec(batch, spec, seed)
     real, pad = batch.meta.num_reqs, 3
     meta = batch.meta
     padded = AttentionMetadata(
@@ -262,7 +335,7 @@ def test_padded_decode_rows_read_and_write_nothing(device, seed, splits):
     backend.write_kv(kv, kv, batch.k_cache, batch.v_cache, padded.slot_mapping[real:])
     assert torch.equal(batch.k_cache.nan_to_num(), k_before.nan_to_num())
     assert torch.equal(batch.v_cache.nan_to_num(), v_before.nan_to_num())
-    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, AttentionSpec(batch.scale))
+    out = backend.forward(query, batch.k_cache, batch.v_cache, padded, batch.spec)
     assert_close(out[:real], reference(batch), shape.dtype, seed)
     assert torch.equal(out[real:].cpu(), torch.zeros_like(out[real:].cpu()))
 
@@ -293,6 +366,11 @@ def test_split_choice_uses_only_host_bounds():
         dict(max_query_len=7, max_seq_len=8192, num_reqs=1, num_kv_heads=8),
     ):
         assert choose_num_splits(num_compute_units=132, **kwargs) == 1
+    # A sliding window leaves a long decode only its window's keys to split.
+    long_decode = dict(max_query_len=1, max_seq_len=8192, num_reqs=1, num_kv_heads=8)
+    assert choose_num_splits(num_compute_units=132, window=128, **long_decode) == 1
+    assert choose_num_splits(num_compute_units=132, window=1024, **long_decode) == 4
+    assert choose_num_splits(num_compute_units=132, window=16384, **long_decode) == 16
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))

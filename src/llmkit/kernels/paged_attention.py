@@ -1,5 +1,8 @@
 """Unified causal paged attention over a flattened batch of prefill chunks and decodes.
 
+A layer's sliding window, logit soft-cap and attention sinks are constexpr-gated, so a
+plain layer compiles to the kernel it would be without them.
+
 Under the Triton interpreter (CPU tensors, ``TRITON_INTERPRET=1``) every ``tl.dot``
 operand is upcast to fp32 first, because the interpreter multiplies bf16 tensors as
 their raw ``uint16`` bits; on CUDA the dots run in the cache dtype with fp32 accumulation.
@@ -13,6 +16,8 @@ import triton.language as tl
 
 from .merge_splits import merge_splits
 from .runtime import check_launchable
+
+LOG2E = 1.4426950408889634  # the kernel's softmax runs on exp2
 
 
 @triton.jit
@@ -48,9 +53,12 @@ def paged_attention_kernel(
     query_start_loc_ptr,  # [B + 1] int32
     seq_lens_ptr,  # [B] int32
     block_tables_ptr,  # [B, max_blocks] int32
+    sinks_ptr,  # [H_q] fp32 sink logits, read when HAS_SINKS
     num_reqs,
     num_q_heads,
-    qk_scale,  # softmax scale * log2(e): the softmax runs on exp2
+    qk_scale,  # scale * log2(e) (the softmax runs on exp2); with HAS_SOFTCAP see below
+    softcap,  # HAS_SOFTCAP: the cap * log2(e)
+    window,  # HAS_WINDOW: the keys a query sees, itself included
     stride_qt,
     stride_qh,
     stride_ot,
@@ -68,6 +76,9 @@ def paged_attention_kernel(
     BLOCK_SIZE: tl.constexpr,  # tokens per KV cache block
     NUM_SPLITS: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
 ):
     """Grid ``(T // BLOCK_Q + num_reqs, H_kv, NUM_SPLITS)``.
 
@@ -77,6 +88,12 @@ def paged_attention_kernel(
     once for the whole group. With NUM_SPLITS > 1 the program covers only slice
     ``program_id(2)`` of the keys and leaves unnormalised partial results for
     ``merge_splits_kernel``.
+
+    With HAS_WINDOW a tile reads keys from its first query's window start on (rounded
+    down to BLOCK_N), and the splits share out only those. With HAS_SOFTCAP, ``qk_scale``
+    is ``2 * log2(e) * scale / cap``, so that ``exp2(dot * qk_scale)`` is ``exp(2x)`` of
+    ``tanh(x)``, ``x = scale * dot / cap``. With HAS_SINKS each row's softmax starts from
+    its head's sink, in split 0 only, so the sink counts once however the keys are split.
     """
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -113,17 +130,31 @@ def paged_attention_kernel(
 
     # Causality: no row of this tile sees past its last query token.
     kv_end = q_offset + tl.minimum((q_tile + 1) * BLOCK_Q, q_len)
+    kv_start = 0
+    if HAS_WINDOW:
+        # The tile's first query sees the earliest keys: the whole key tiles before its
+        # window are never read, so a long context costs a windowed layer only its window.
+        first_key = tl.maximum(q_offset + q_tile * BLOCK_Q - window + 1, 0)
+        kv_start = first_key // BLOCK_N * BLOCK_N
     if NUM_SPLITS == 1:
-        kv_lo = 0
+        kv_lo = kv_start
         kv_hi = kv_end
     else:
         # Whole BLOCK_N tiles per split, so only a split's last tile is partial.
-        per_split = tl.cdiv(tl.cdiv(kv_end, NUM_SPLITS), BLOCK_N) * BLOCK_N
-        kv_lo = split * per_split
+        per_split = tl.cdiv(tl.cdiv(kv_end - kv_start, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        kv_lo = kv_start + split * per_split
         kv_hi = tl.minimum(kv_lo + per_split, kv_end)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if HAS_SINKS:
+        # The sink is one more key, of logit sinks[head] and value zero: the running max
+        # starts at it with weight exp2(0) = 1. Later splits start empty, as without sinks.
+        sink = tl.load(sinks_ptr + head, mask=row_valid, other=float("-inf"))
+        if NUM_SPLITS > 1:
+            sink = tl.where(split == 0, sink, float("-inf"))
+        m_i = sink * 1.4426950408889634  # log2(e)
+        l_i = tl.where(m_i == float("-inf"), 0.0, 1.0)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     block_table = block_tables_ptr + req.to(tl.int64) * stride_bt
     head_offset = kv_head * stride_ch
@@ -141,7 +172,13 @@ def paged_attention_kernel(
         if UPCAST_DOT:
             k = k.to(tl.float32)
         scores = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+        if HAS_SOFTCAP:
+            # cap * tanh(x) as cap - 2 cap / (1 + exp(2x)): libdevice's tanh has no
+            # interpreter version. exp2 overflowing to inf still gives +cap.
+            scores = softcap - 2.0 * softcap / (1.0 + tl.exp2(scores))
         visible = (offs_n[None, :] <= q_pos[:, None]) & n_valid[None, :]
+        if HAS_WINDOW:
+            visible &= q_pos[:, None] - offs_n[None, :] < window
         scores = tl.where(visible, scores, float("-inf"))
 
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
@@ -217,6 +254,9 @@ def paged_attention(
     max_query_len: int,
     scale: float,
     num_splits: int = 1,
+    window: int | None = None,
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal paged attention for ``query`` ``[T, H_q, D]``; returns ``[T, H_q, D]``.
 
@@ -227,6 +267,8 @@ def paged_attention(
     picks the tile size; any value gives correct results.
     ``num_splits > 1`` splits each request's keys over that many programs and merges
     their partial softmaxes afterwards (flash decoding).
+    ``window``, ``softcap`` and ``sinks`` (``[H_q]`` logits) are those of
+    :class:`~llmkit.model.attention.base.AttentionSpec`.
     """
     num_tokens, num_q_heads, head_dim = query.shape
     _, block_size, num_kv_heads, cache_head_dim = k_cache.shape
@@ -239,6 +281,14 @@ def paged_attention(
         raise ValueError("k_cache and v_cache must share strides with a contiguous last dim")
     if num_splits < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
+    if window is not None and window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be > 0, got {softcap}")
+    if sinks is not None:
+        if sinks.shape != (num_q_heads,):
+            raise ValueError(f"sinks must be [{num_q_heads}], got {tuple(sinks.shape)}")
+        sinks = sinks.to(device=query.device, dtype=torch.float32).contiguous()
     upcast = check_launchable(paged_attention_kernel, query)
     query = query if query.stride(-1) == 1 else query.contiguous()
     out = torch.empty_like(query, memory_format=torch.contiguous_format)
@@ -257,6 +307,9 @@ def paged_attention(
         part_max = part_acc.new_empty((num_tokens, num_q_heads, num_splits))
         part_sum = torch.empty_like(part_max)
 
+    qk_scale = scale * LOG2E
+    if softcap is not None:
+        qk_scale = 2.0 * qk_scale / softcap
     paged_attention_kernel[grid](
         out,
         part_acc,
@@ -268,9 +321,12 @@ def paged_attention(
         query_start_loc,
         seq_lens,
         block_tables,
+        sinks if sinks is not None else out,  # unused without sinks: compiled out
         num_reqs,
         num_q_heads,
-        scale * 1.4426950408889634,  # log2(e)
+        qk_scale,
+        0.0 if softcap is None else softcap * LOG2E,
+        0 if window is None else window,
         query.stride(0),
         query.stride(1),
         out.stride(0),
@@ -284,6 +340,9 @@ def paged_attention(
         BLOCK_SIZE=block_size,
         NUM_SPLITS=num_splits,
         UPCAST_DOT=upcast,
+        HAS_WINDOW=window is not None,
+        HAS_SOFTCAP=softcap is not None,
+        HAS_SINKS=sinks is not None,
         **cfg,
         **launch,
     )

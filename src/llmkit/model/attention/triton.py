@@ -23,6 +23,7 @@ def choose_num_splits(
     num_reqs: int,
     num_kv_heads: int,
     num_compute_units: int,
+    window: int | None = None,
 ) -> int:
     """How many slices to split each request's keys into, from host-known bounds only.
 
@@ -32,12 +33,15 @@ def choose_num_splits(
     are long, each program's keys are spread over several (flash decoding). On an H100
     (benchmarks/RESULTS.md), 256 programs over 512 keys ran 10% slower split in two and
     128 programs 13% faster: the merge pass costs a few µs that short contexts don't win back.
+    A layer with a sliding ``window`` reads at most that many keys per decode, whatever
+    the context, so only those are split.
     """
     if max_query_len != 1:
         return 1
+    keys = max_seq_len if window is None else min(max_seq_len, window)
     programs = num_reqs * num_kv_heads
     wanted = -(-3 * num_compute_units // (2 * programs))
-    splits = min(MAX_SPLITS, max_seq_len // MIN_KEYS_PER_SPLIT, wanted)
+    splits = min(MAX_SPLITS, keys // MIN_KEYS_PER_SPLIT, wanted)
     return max(1, splits)
 
 
@@ -86,11 +90,6 @@ class TritonAttentionBackend(AttentionBackend):
         meta: AttentionMetadata,
         spec: AttentionSpec,
     ) -> torch.Tensor:
-        if not spec.plain:
-            raise ValueError(
-                "the Triton attention backend runs no sliding window, soft-cap or sinks yet: "
-                "use attention_backend='torch'"
-            )
         num_splits = self.num_splits
         if num_splits is None:
             num_splits = choose_num_splits(
@@ -99,6 +98,7 @@ class TritonAttentionBackend(AttentionBackend):
                 num_reqs=meta.num_reqs,
                 num_kv_heads=k_cache.shape[2],
                 num_compute_units=compute_units(query.device),
+                window=spec.window,
             )
         return paged_attention(
             query,
@@ -111,4 +111,7 @@ class TritonAttentionBackend(AttentionBackend):
             max_query_len=meta.max_query_len,
             scale=spec.scale,
             num_splits=num_splits,
+            window=spec.window,
+            softcap=spec.softcap,
+            sinks=spec.sinks,
         )
