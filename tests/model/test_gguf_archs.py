@@ -175,9 +175,12 @@ def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
 def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
     folder = model_factory(arch)
     file = write_gguf(folder, tmp_path / f"{arch}.gguf")
-    expected = LLM(folder).generate(PROMPTS, GREEDY, use_tqdm=False)
-    got = LLM(str(file)).generate(PROMPTS, GREEDY, use_tqdm=False)
+    theirs, ours = LLM(folder), LLM(str(file))
+    expected = theirs.generate(PROMPTS, GREEDY, use_tqdm=False)
+    got = ours.generate(PROMPTS, GREEDY, use_tqdm=False)
     assert [o.outputs[0].token_ids for o in got] == [o.outputs[0].token_ids for o in expected]
+    want, have = np.array(_prompt_logprobs(theirs)), np.array(_prompt_logprobs(ours))
+    assert np.abs(have - want).max() < 2e-3
 
 
 def _prompt_logprobs(llm: LLM) -> list[float]:
