@@ -73,8 +73,9 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     dense = [i for i in range(kwargs["num_hidden_layers"]) if f"blk.{i}.ffn_gate.weight" in tensors]
     if "num_experts" in entry.gguf_keys and dense:  # a mixture of experts with dense layers
         kwargs["mlp_only_layers"] = dense
-    # Qwen2's q/k/v biases come with its class; another family has them if the file does.
-    kwargs["attention_bias"] = "blk.0.attn_q.bias" in tensors
+    # HF's attention_bias puts a bias on q, k, v and o (Llama's, gpt-oss's); Qwen2's q/k/v
+    # biases alone come with its class, and its file has none on o.
+    kwargs["attention_bias"] = "blk.0.attn_output.bias" in tensors
     return getattr(transformers, entry.config_class)(**kwargs)
 
 
