@@ -95,6 +95,18 @@ def test_greedy_matches_peft_batched_with_the_base_model(case, settings):
         assert stats.steps > sum(len(p) for p in batch) // settings["max_num_batched_tokens"]
 
 
+def test_attention_adapters_on_a_mixture_of_experts(model_factory, lora_factory):
+    """A Qwen3-MoE's attention (and its dense layer's MLP) take adapters; its experts run
+    as the base model's."""
+    path, adapter = model_factory("qwen3_moe"), lora_factory("attn-r4", "qwen3_moe")
+    prompts = [[5, 9, 200, 31, 7], list(range(3, 40))]
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    want = _greedy(peft.PeftModel.from_pretrained(hf, adapter).eval(), prompts)
+    llm = LLM(path, max_model_len=256, enable_lora=True, max_lora_rank=16)
+    request = LoRARequest("attn", 1, adapter)
+    assert _tokens(llm.generate(prompts, GREEDY, use_tqdm=False, lora_request=request)) == want
+
+
 def test_the_prefix_cache_is_keyed_by_adapter(case):
     path, loras, prompts, expected = case
     llm = LLM(path, max_model_len=256, enable_lora=True, max_loras=2, max_lora_rank=16)

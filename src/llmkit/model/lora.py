@@ -32,7 +32,9 @@ class LoRAModel:
             for path, targets in projections.items():
                 owner_name, attr = path.split(".")
                 owner = getattr(layer, owner_name)
-                base = getattr(owner, attr)
+                base = getattr(owner, attr, None)
+                if base is None:  # a mixture of experts' layer: no dense MLP to adapt
+                    continue
                 slices = _slice_sizes(base, owner, len(targets))
                 wrapped = LoRALinear(base, slices, self.batch, max_loras, max_rank)
                 setattr(owner, attr, wrapped)
