@@ -42,6 +42,8 @@ SPECS = {
             ("original_max_position_embeddings", 64),
         ),
     ),
+    # Six layers: llama.cpp's Gemma 3 pattern, five local then one global.
+    "gemma3_text": ModelSpec(architecture="gemma3_text", head_dim=16, num_layers=6),
 }
 
 

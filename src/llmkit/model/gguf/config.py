@@ -70,6 +70,8 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     )
     kwargs.update({name: key(gguf_key) for name, gguf_key in entry.gguf_keys.items()})
     kwargs.update(entry.config)
+    if entry.gguf_config is not None:
+        entry.gguf_config(key, kwargs)
     dense = [i for i in range(kwargs["num_hidden_layers"]) if f"blk.{i}.ffn_gate.weight" in tensors]
     if "num_experts" in entry.gguf_keys and dense:  # a mixture of experts with dense layers
         kwargs["mlp_only_layers"] = dense

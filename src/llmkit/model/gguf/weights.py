@@ -1,7 +1,8 @@
 """A GGUF file's tensors under HF parameter names, dequantized, with llama.cpp's Q/K order undone.
 
 Every tensor read here is dequantized to float32 (the model's ``copy_`` casts to its dtype);
-those that load as they are (:mod:`llmkit.model.gguf.native`) are skipped.
+those that load as they are (:mod:`llmkit.model.gguf.native`) are skipped. What the converter
+added to a family's norm weights (Gemma 3's one) is taken off.
 """
 
 from __future__ import annotations
@@ -89,9 +90,12 @@ def iter_gguf_weights(
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Every tensor of the file but those in ``skip`` (GGUF names), as ``(hf_name, float32
     tensor)`` in HF's layout."""
+    entry = registry.by_gguf(table.arch)
+    shift = 0.0 if entry is None else entry.gguf_norm_shift
     for name in table.tensors:
         if name in skip:
             continue
         target = hf_name(name, table.arch)
         assert target is not None  # check_tensors refused the others when the cache was built
-        yield target, torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))
+        tensor = torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))
+        yield target, (tensor - shift if shift and target.endswith("norm.weight") else tensor)
