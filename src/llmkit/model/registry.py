@@ -154,6 +154,46 @@ ARCHITECTURES: tuple[Architecture, ...] = (
             }
         ),
     ),
+    Architecture(
+        "Gemma4ForCausalLM",
+        "gemma4_text",
+        "gemma4",
+        "Gemma4TextConfig",
+        demo=MappingProxyType(
+            {
+                # Every feature of the family's text models in one: local layers of head
+                # size 16, global ones of 32 with one KV head, their values the keys'
+                # projection; the last two layers sharing the KV caches of the last local
+                # and global ones before them (the global layer's MLP twice as wide); a
+                # mixture of experts beside each MLP; per-layer inputs.
+                "layer_types": ["sliding_attention"] * 2
+                + ["full_attention"]
+                + ["sliding_attention"] * 2
+                + ["full_attention"],
+                "sliding_window": 16,
+                "global_head_dim": 32,
+                "num_global_key_value_heads": 1,
+                "attention_k_eq_v": True,
+                "num_kv_shared_layers": 2,
+                "use_double_wide_mlp": True,
+                "enable_moe_block": True,
+                "num_experts": 4,
+                "top_k_experts": 2,
+                "moe_intermediate_size": 32,
+                "vocab_size_per_layer_input": 4096,  # more rows than the tokenizer's ids
+                "hidden_size_per_layer_input": 8,
+                "final_logit_softcapping": 30.0,
+                "rope_parameters": {
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                    "full_attention": {
+                        "rope_type": "proportional",
+                        "partial_rotary_factor": 0.25,
+                        "rope_theta": 1e6,
+                    },
+                },
+            }
+        ),
+    ),
     Architecture("BertModel", "bert", "bert", "BertConfig", kind="encoder"),
     Architecture("BertForMaskedLM", "bert", "bert", "BertConfig", kind="encoder"),
     Architecture(
