@@ -11,6 +11,7 @@ import transformers
 
 from llmkit import LLM, SamplingParams
 from llmkit.model.loader import model_class
+from llmkit.model.shape import model_shape
 
 PROMPTS = [list(range(5, 12)), list(range(40, 140)) + list(range(300, 340))]  # 140 > window
 
@@ -63,3 +64,11 @@ def test_bidirectional_attention_is_refused(arch, value, model_factory):
     config.use_bidirectional_attention = value
     with pytest.raises(ValueError, match="bidirectional"):
         model_class(config)(config)
+
+
+def test_gemma4_is_described_by_its_experts_and_windows(model_factory):
+    config = transformers.AutoConfig.from_pretrained(model_factory("gemma4_text"))
+    shape = model_shape(model_class(config), config)
+    assert (
+        shape.describe() == "Gemma4ForCausalLM, 4 experts (2 a token), window 16 on 4 of 6 layers"
+    )

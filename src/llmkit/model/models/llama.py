@@ -230,8 +230,7 @@ class LlamaForCausalLM(nn.Module):
 
     @classmethod
     def decoder_layer(cls, cfg: PretrainedConfig, i: int, tp: TensorParallel) -> nn.Module:
-        """Layer ``i`` as a module: Llama's layout, with this family's hooks; a family whose
-        layers take more than the hidden rows (Gemma 4) builds its own."""
+        """Layer ``i`` as a module, with this family's hooks (Gemma 4's takes more inputs)."""
         return LlamaDecoderLayer(cls, cfg, i, tp)
 
     @classmethod
@@ -244,8 +243,7 @@ class LlamaForCausalLM(nn.Module):
         """What the token embeddings are multiplied by (Gemma: ``sqrt(hidden_size)``)."""
         return None
 
-    # The stack of embeddings, layers and final norm; a family whose layers take more than
-    # the hidden rows (Gemma 4's per-layer inputs) runs its own.
+    # Embeddings, layers, final norm (Gemma 4's feeds its layers per-layer inputs too).
     stack: ClassVar[type[LlamaModel]] = LlamaModel
 
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
@@ -256,12 +254,10 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = ParallelLMHead(cfg.hidden_size, cfg.vocab_size, tp)
         if self.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        attns = [cast(LlamaAttention, layer.self_attn) for layer in self.model.layers]
-        self.num_kv_heads = attns[0].num_kv_heads  # this rank's: its KV cache holds only these
-        self.head_dim = attns[0].head_dim
         self.num_layers = cfg.num_hidden_layers
-        # (KV heads, head dim) of each KV cache, one per layer here, each layer reading its own
-        # (``ctx.kv_caches[layer_idx]``); a family may size them per layer, or keep fewer.
+        # (this rank's KV heads, head dim) of each KV cache: here one per layer, which reads
+        # ``ctx.kv_caches[layer_idx]``; a family may size them per layer, or keep fewer.
+        attns = [cast(LlamaAttention, layer.self_attn) for layer in self.model.layers]
         self.kv_cache_shapes = [(a.num_kv_heads, a.head_dim) for a in attns]
 
     def forward(
