@@ -97,15 +97,14 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     _add_tokenizer(writer, folder)
     names = {**LAYER, **{hf: piece for piece, hf in entry.gguf_tensors.items()}}
     tensors = _stack_experts(load_file(str(Path(folder, "model.safetensors"))))
+    if family is not None:  # named by llama.cpp's own table, as the converter names them
+        tensors = family.tensors(tensors, cfg)
     for name, tensor in tensors.items():
         if arch == "llama" and ".q_proj." in name:
             tensor = permute(tensor, heads, heads)
         elif arch == "llama" and ".k_proj." in name:
             tensor = permute(tensor, heads, kv_heads)
-        if family is None:
-            gguf_name = _gguf_name(name, names)
-        else:
-            gguf_name, tensor = family.tensor(name, tensor, cfg["num_hidden_layers"])
+        gguf_name = name if family is not None else _gguf_name(name, names)
         weight = tensor.float().numpy()
         kind = gguf.GGMLQuantizationType[type_of(gguf_name)]
         if kind != gguf.GGMLQuantizationType.F32 and weight.ndim >= 2:
@@ -181,7 +180,8 @@ def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text"]
+    "arch",
+    ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text", "gemma4_text"],
 )
 def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
     folder = model_factory(arch)

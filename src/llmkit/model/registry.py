@@ -12,9 +12,9 @@ from typing import Any, Literal
 from llmkit.model.gguf import families
 
 Kind = Literal["decoder", "encoder", "vision-language"]
-# (a reader of the file's ``{arch}.<key>`` metadata, with a default, and the config's
-# fields so far) -> None, filling in the fields.
-GGUFConfig = Callable[[Callable[[str, Any], Any], dict[str, Any]], None]
+# (a reader of the file's ``{arch}.<key>`` metadata, with a default; the file's tensors by
+# name, the gguf package's; the config's fields so far) -> None, filling in the fields.
+GGUFConfig = Callable[[families.Key, Mapping[str, Any], dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ class Architecture:
     # Where a family's GGUF metadata needs more than keys copied to fields (Gemma's layer
     # pattern and rope table per layer type): fills the config's fields from the metadata.
     gguf_config: GGUFConfig | None = None
+    # Tensors of the family's files that are facts its gguf_config reads, not weights (Gemma
+    # 4's rope_freqs: which dimensions its global layers rotate).
+    gguf_reads: tuple[str, ...] = ()
     # What llama.cpp's converter added to every norm weight (Gemma 3's ``1 + w`` norms),
     # taken off again as the file's tensors are read, so that they are the checkpoint's.
     gguf_norm_shift: float = 0.0
@@ -159,6 +162,24 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         "gemma4_text",
         "gemma4",
         "Gemma4TextConfig",
+        gguf="gemma4",
+        gguf_tensors=MappingProxyType(
+            {
+                **_GEMMA_NORMS,
+                "pre_ffw_norm_2": "pre_feedforward_layernorm_2",
+                "post_ffw_norm_1": "post_feedforward_layernorm_1",
+                "post_ffw_norm_2": "post_feedforward_layernorm_2",
+                "ffn_gate_inp": "router.proj",  # its .scale is the router's scale
+                "ffn_gate_up_exps": "experts.gate_up_proj",
+                "ffn_down_exps": "experts.down_proj",  # its .scale: each expert's scale
+                "layer_output_scale": "layer_scalar",
+                "inp_gate": "per_layer_input_gate",
+                "proj": "per_layer_projection",
+                "post_norm": "post_per_layer_input_norm",
+            }
+        ),
+        gguf_config=families.gemma4,
+        gguf_reads=("rope_freqs.weight",),
         demo=MappingProxyType(
             {
                 # Every feature of the family's text models in one: local layers of head

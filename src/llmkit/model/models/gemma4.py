@@ -83,8 +83,14 @@ class Gemma4Model(LlamaModel):
 class Gemma4ForCausalLM(LlamaForCausalLM):
     stack = Gemma4Model
     supports_tensor_parallel = False
-    # The router's projection is a float parameter of ours (Gemma4Router), not a module.
-    renames: ClassVar[dict[str, str]] = {"router.proj.weight": "router.proj"}
+    # The router's projection is a float parameter of ours (Gemma4Router), not a module; and
+    # the GGUF file's names of the scales (the router's and the experts' on their tensors).
+    renames: ClassVar[dict[str, str]] = {
+        "router.proj.weight": "router.proj",
+        "router.proj.scale": "router.scale",
+        "experts.down_proj.scale": "router.per_expert_scale",
+        "layer_scalar.weight": "layer_scalar",
+    }
 
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         if cfg.use_bidirectional_attention == "all":
@@ -126,11 +132,12 @@ class Gemma4ForCausalLM(LlamaForCausalLM):
         for name, weight in super().checkpoint_weights(weights):
             if any(piece in name for piece in _UNUSED_KV) and _layer(name) >= first_shared:
                 continue
-            if name.endswith(".experts.gate_up_proj"):
+            if name.endswith((".experts.gate_up_proj", ".experts.gate_up_proj.weight")):
                 gate, up = read(weight).chunk(2, dim=1)
-                yield name.replace("gate_up_proj", "gate_proj.weight"), gate
-                yield name.replace("gate_up_proj", "up_proj.weight"), up
-            elif name.endswith(".experts.down_proj"):
+                base = name.removesuffix(".weight").removesuffix("gate_up_proj")
+                yield f"{base}gate_proj.weight", gate
+                yield f"{base}up_proj.weight", up
+            elif name.endswith(".experts.down_proj"):  # a GGUF file's has its .weight
                 yield f"{name}.weight", weight
             else:
                 yield name, weight
