@@ -42,6 +42,9 @@ SPECS = {
             ("original_max_position_embeddings", 64),
         ),
     ),
+    # Six layers: llama.cpp's Gemma 3 pattern, five local then one global.
+    "gemma3_text": ModelSpec(architecture="gemma3_text", head_dim=16, num_layers=6),
+    "gemma4_text": ModelSpec(architecture="gemma4_text", head_dim=16, num_layers=6),
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
+from tests.model.gguf_gemma import FAMILIES
 from tests.model.kquant_blocks import quantize
 
 from llmkit import LLM, SamplingParams
@@ -81,9 +82,13 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
     writer.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    family = FAMILIES.get(arch)  # a family whose file the converter writes its own way
     rope = cfg["rope_parameters"]
-    writer.add_rope_freq_base(rope["rope_theta"])
-    if rope["rope_type"] == "yarn":
+    if family is not None:
+        family.metadata(writer, cfg)
+    else:
+        writer.add_rope_freq_base(rope["rope_theta"])
+    if family is None and rope["rope_type"] == "yarn":
         writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         writer.add_rope_scaling_factor(rope["factor"])
         writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
@@ -92,12 +97,15 @@ def write_gguf(folder: str, out: Path, qtype: str | Callable[[str], str] = "F32"
     _add_tokenizer(writer, folder)
     names = {**LAYER, **{hf: piece for piece, hf in entry.gguf_tensors.items()}}
     tensors = _stack_experts(load_file(str(Path(folder, "model.safetensors"))))
+    if family is not None:  # named by llama.cpp's own table, as the converter names them
+        tensors = family.tensors(tensors, cfg)
     for name, tensor in tensors.items():
         if arch == "llama" and ".q_proj." in name:
             tensor = permute(tensor, heads, heads)
         elif arch == "llama" and ".k_proj." in name:
             tensor = permute(tensor, heads, kv_heads)
-        weight, gguf_name = tensor.float().numpy(), _gguf_name(name, names)
+        gguf_name = name if family is not None else _gguf_name(name, names)
+        weight = tensor.float().numpy()
         kind = gguf.GGMLQuantizationType[type_of(gguf_name)]
         if kind != gguf.GGMLQuantizationType.F32 and weight.ndim >= 2:
             blocks = quantize(weight.reshape(-1, weight.shape[-1]), kind.name)
@@ -171,7 +179,10 @@ def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
     writer.add_chat_template(Path(folder, "chat_template.jinja").read_text())
 
 
-@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss"])
+@pytest.mark.parametrize(
+    "arch",
+    ["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text", "gemma4_text"],
+)
 def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
     folder = model_factory(arch)
     file = write_gguf(folder, tmp_path / f"{arch}.gguf")

@@ -39,13 +39,22 @@ def test_the_loader_finds_a_class_by_architectures_or_by_model_type():
     with pytest.raises(
         ValueError,
         match="unsupported model architecture Gpt2LMHead; llmkit "
-        "supports BertForMaskedLM, BertModel, GptOssForCausalLM, LlamaForCausalLM",
+        "supports BertForMaskedLM, BertModel, Gemma3ForCausalLM, Gemma4ForCausalLM, "
+        "GptOssForCausalLM, LlamaForCausalLM",
     ):
         model_class(SimpleNamespace(architectures=["Gpt2LMHead"]))
 
 
 def test_the_gguf_reader_and_the_demo_builder_read_the_same_table():
-    assert registry.gguf_names() == ["gpt-oss", "llama", "qwen2", "qwen3", "qwen3moe"]
+    assert registry.gguf_names() == [
+        "gemma3",
+        "gemma4",
+        "gpt-oss",
+        "llama",
+        "qwen2",
+        "qwen3",
+        "qwen3moe",
+    ]
     assert registry.by_gguf("qwen2") is registry.by_model_type("qwen2")
     assert registry.model_types("decoder") == [
         "llama",
@@ -54,6 +63,8 @@ def test_the_gguf_reader_and_the_demo_builder_read_the_same_table():
         "qwen3",
         "qwen3_moe",
         "gpt_oss",
+        "gemma3_text",
+        "gemma4_text",
     ]
     with pytest.raises(ValueError, match="makes no 'bert' model; it makes llama, mistral"):
         ModelSpec(architecture="bert")

@@ -224,7 +224,8 @@ def _model(spec: ModelSpec, vocab_size: int, tokenizer: PreTrainedTokenizerFast)
     )
     if spec.head_dim is not None:
         kwargs["head_dim"] = spec.head_dim
-    config = getattr(transformers, entry.config_class)(**kwargs, **entry.config, **entry.demo)
+    # A family's fields replace the spec's (Gemma's rope_parameters, one table per layer type).
+    config = getattr(transformers, entry.config_class)(**{**kwargs, **entry.config, **entry.demo})
     torch.manual_seed(spec.seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     # HF initialises biases to zero (Qwen2's q/k/v); random ones make the bias path observable.

@@ -32,8 +32,8 @@ class NativeModel(Protocol):
     """
 
     num_layers: int
-    num_kv_heads: int
-    head_dim: int
+    # A decoder's KV caches, (KV heads, head dim) each (an encoder keeps none).
+    kv_cache_shapes: list[tuple[int, int]]
 
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         """``tp`` only where the class has ``supports_tensor_parallel = True``."""

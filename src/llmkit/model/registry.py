@@ -4,12 +4,17 @@ the demo builder all read. Torch-free: a model class is imported only when it is
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from llmkit.model.gguf import families
+
 Kind = Literal["decoder", "encoder", "vision-language"]
+# (a reader of the file's ``{arch}.<key>`` metadata, with a default; the file's tensors by
+# name, the gguf package's; the config's fields so far) -> None, filling in the fields.
+GGUFConfig = Callable[[families.Key, Mapping[str, Any], dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,15 @@ class Architecture:
     gguf_permutes_qk: bool = False
     # Rope parameters this family's files imply but do not store.
     gguf_rope: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Where a family's GGUF metadata needs more than keys copied to fields (Gemma's layer
+    # pattern and rope table per layer type): fills the config's fields from the metadata.
+    gguf_config: GGUFConfig | None = None
+    # Tensors of the family's files that are facts its gguf_config reads, not weights (Gemma
+    # 4's rope_freqs: which dimensions its global layers rotate).
+    gguf_reads: tuple[str, ...] = ()
+    # What llama.cpp's converter added to every norm weight (Gemma 3's ``1 + w`` norms),
+    # taken off again as the file's tensors are read, so that they are the checkpoint's.
+    gguf_norm_shift: float = 0.0
     # Config fields of the demo builder's tiny models only (small expert counts, windows
     # shorter than the tests' prompts), beside the ModelSpec's shape.
     demo: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -52,6 +66,16 @@ _MOE_KEYS = MappingProxyType(
         "num_experts": "expert_count",
         "num_experts_per_tok": "expert_used_count",
         "moe_intermediate_size": "expert_feed_forward_length",
+    }
+)
+
+# Gemma's norms around each block, as llama.cpp names them (its ffn_norm is the norm before
+# the MLP, Llama's post_attention_layernorm).
+_GEMMA_NORMS = MappingProxyType(
+    {
+        "post_attention_norm": "post_attention_layernorm",
+        "ffn_norm": "pre_feedforward_layernorm",
+        "post_ffw_norm": "post_feedforward_layernorm",
     }
 )
 
@@ -108,6 +132,87 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         gguf_rope=MappingProxyType({"truncate": False}),
         demo=MappingProxyType(
             {"num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": 16}
+        ),
+    ),
+    Architecture(
+        "Gemma3ForCausalLM",
+        "gemma3_text",
+        "gemma3",
+        "Gemma3TextConfig",
+        gguf="gemma3",
+        gguf_tensors=_GEMMA_NORMS,
+        gguf_config=families.gemma3,
+        gguf_norm_shift=1.0,
+        demo=MappingProxyType(
+            {
+                # A global layer after five local ones: llama.cpp's pattern for Gemma 3,
+                # which its converter does not write.
+                "sliding_window": 16,
+                "query_pre_attn_scalar": 16,  # the head size, as llama.cpp scales queries
+                "final_logit_softcapping": 30.0,
+                "rope_parameters": {
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                    "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                },
+            }
+        ),
+    ),
+    Architecture(
+        "Gemma4ForCausalLM",
+        "gemma4_text",
+        "gemma4",
+        "Gemma4TextConfig",
+        gguf="gemma4",
+        gguf_tensors=MappingProxyType(
+            {
+                **_GEMMA_NORMS,
+                "pre_ffw_norm_2": "pre_feedforward_layernorm_2",
+                "post_ffw_norm_1": "post_feedforward_layernorm_1",
+                "post_ffw_norm_2": "post_feedforward_layernorm_2",
+                "ffn_gate_inp": "router.proj",  # its .scale is the router's scale
+                "ffn_gate_up_exps": "experts.gate_up_proj",
+                "ffn_down_exps": "experts.down_proj",  # its .scale: each expert's scale
+                "layer_output_scale": "layer_scalar",
+                "inp_gate": "per_layer_input_gate",
+                "proj": "per_layer_projection",
+                "post_norm": "post_per_layer_input_norm",
+            }
+        ),
+        gguf_config=families.gemma4,
+        gguf_reads=("rope_freqs.weight",),
+        demo=MappingProxyType(
+            {
+                # Every feature of the family's text models in one: local layers of head
+                # size 16, global ones of 32 with one KV head, their values the keys'
+                # projection; the last two layers sharing the KV caches of the last local
+                # and global ones before them (the global layer's MLP twice as wide); a
+                # mixture of experts beside each MLP; per-layer inputs.
+                "layer_types": ["sliding_attention"] * 2
+                + ["full_attention"]
+                + ["sliding_attention"] * 2
+                + ["full_attention"],
+                "sliding_window": 16,
+                "global_head_dim": 32,
+                "num_global_key_value_heads": 1,
+                "attention_k_eq_v": True,
+                "num_kv_shared_layers": 2,
+                "use_double_wide_mlp": True,
+                "enable_moe_block": True,
+                "num_experts": 4,
+                "top_k_experts": 2,
+                "moe_intermediate_size": 32,
+                "vocab_size_per_layer_input": 4096,  # more rows than the tokenizer's ids
+                "hidden_size_per_layer_input": 8,
+                "final_logit_softcapping": 30.0,
+                "rope_parameters": {
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                    "full_attention": {
+                        "rope_type": "proportional",
+                        "partial_rotary_factor": 0.25,
+                        "rope_theta": 1e6,
+                    },
+                },
+            }
         ),
     ),
     Architecture("BertModel", "bert", "bert", "BertConfig", kind="encoder"),

@@ -118,12 +118,12 @@ class ModelRunner:
         self.is_encoder = bool(getattr(self.model, "is_encoder", False))
         # Every rank reads the same block tables, so all must hold as many blocks.
         self.num_blocks = 0 if self.is_encoder else tp.min(self._num_kv_blocks(max_model_len))
-        shape = (self.num_blocks, self.block_size, self.model.num_kv_heads, self.model.head_dim)
+        shapes = [] if self.is_encoder else self.model.kv_cache_shapes
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
         # and 0 * NaN from stale memory would poison them.
         self.kv_caches = [
             (zeroed(shape, self.kv_dtype, self.device), zeroed(shape, self.kv_dtype, self.device))
-            for _ in range(0 if self.is_encoder else self.model.num_layers)
+            for shape in ((self.num_blocks, self.block_size, heads, dim) for heads, dim in shapes)
         ]
         self.staging = Staging(self.device)
         self.graphs = self._capture_graphs(max_model_len, tp)
@@ -167,9 +167,9 @@ class ModelRunner:
         )
 
     def _block_bytes(self) -> int:
-        m = self.model
         elem = torch.empty((), dtype=self.kv_dtype).element_size()
-        return 2 * m.num_layers * self.block_size * m.num_kv_heads * m.head_dim * elem
+        per_token = sum(heads * dim for heads, dim in self.model.kv_cache_shapes)
+        return 2 * self.block_size * per_token * elem
 
     def _num_kv_blocks(self, max_model_len: int) -> int:
         if self.config.num_kv_blocks is not None:

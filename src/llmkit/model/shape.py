@@ -41,8 +41,13 @@ def model_shape(cls: type[Any], cfg: PretrainedConfig) -> ModelShape:
     return ModelShape(
         architecture=cls.__name__,
         num_experts=int(experts),
-        experts_per_token=int(getattr(cfg, "num_experts_per_tok", 0) or 0) if experts else 0,
+        experts_per_token=int(_per_token(cfg)) if experts else 0,
         sliding_window=max(windowed) if windowed else None,
         windowed_layers=len(windowed),
         num_layers=layers,
     )
+
+
+def _per_token(cfg: PretrainedConfig) -> int:
+    """How many experts a token uses, under the config's name for it (Gemma 4's own)."""
+    return getattr(cfg, "num_experts_per_tok", 0) or getattr(cfg, "top_k_experts", 0) or 0

@@ -41,7 +41,7 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
         return value
 
     tensors = {t.name: t for t in reader.tensors}
-    if "rope_freqs.weight" in tensors:
+    if "rope_freqs.weight" in tensors and "rope_freqs.weight" not in entry.gguf_reads:
         raise ValueError(
             f"{path}: the file carries a per-dimension RoPE frequency table (rope_freqs, "
             "Llama 3.1-style rope scaling), which llmkit cannot apply yet"
@@ -55,10 +55,11 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
         # ggml lists dimensions innermost first: token_embd is [hidden, vocab].
         vocab_size=int(tensors["token_embd.weight"].shape[-1]),
         hidden_size=hidden,
-        intermediate_size=int(key("feed_forward_length")),
+        # A value per layer (Gemma 4's): the first here, the family's gguf_config reads all.
+        intermediate_size=int(_first(key("feed_forward_length"))),
         num_hidden_layers=int(key("block_count")),
         num_attention_heads=heads,
-        num_key_value_heads=int(key("attention.head_count_kv", heads)),
+        num_key_value_heads=int(_first(key("attention.head_count_kv", heads))),
         head_dim=int(key("attention.key_length", hidden // heads)),
         max_position_embeddings=int(key("context_length")),
         rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
@@ -70,6 +71,8 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     )
     kwargs.update({name: key(gguf_key) for name, gguf_key in entry.gguf_keys.items()})
     kwargs.update(entry.config)
+    if entry.gguf_config is not None:
+        entry.gguf_config(key, tensors, kwargs)
     dense = [i for i in range(kwargs["num_hidden_layers"]) if f"blk.{i}.ffn_gate.weight" in tensors]
     if "num_experts" in entry.gguf_keys and dense:  # a mixture of experts with dense layers
         kwargs["mlp_only_layers"] = dense
@@ -77,6 +80,11 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
     # biases alone come with its class, and its file has none on o.
     kwargs["attention_bias"] = "blk.0.attn_output.bias" in tensors
     return getattr(transformers, entry.config_class)(**kwargs)
+
+
+def _first(value: Any) -> Any:
+    """A metadata value that may be given per layer: the first layer's."""
+    return value[0] if isinstance(value, list) else value
 
 
 def _rope(

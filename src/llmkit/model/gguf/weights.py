@@ -1,7 +1,8 @@
 """A GGUF file's tensors under HF parameter names, dequantized, with llama.cpp's Q/K order undone.
 
 Every tensor read here is dequantized to float32 (the model's ``copy_`` casts to its dtype);
-those that load as they are (:mod:`llmkit.model.gguf.native`) are skipped.
+those that load as they are (:mod:`llmkit.model.gguf.native`) are skipped. What the converter
+added to a family's norm weights (Gemma 3's one) is taken off.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ _GLOBAL = {
     "token_embd": "model.embed_tokens",
     "output_norm": "model.norm",
     "output": "lm_head",
+    # Per-layer inputs (Gemma 4's): a second embedding, and a projection of the first.
+    "per_layer_token_embd": "model.embed_tokens_per_layer",
+    "per_layer_model_proj": "model.per_layer_model_projection",
+    "per_layer_proj_norm": "model.per_layer_projection_norm",
 }
 _LAYER = {
     "attn_norm": "input_layernorm",
@@ -39,7 +44,8 @@ _LAYER = {
     "ffn_up_exps": "mlp.experts.up_proj",
     "ffn_down_exps": "mlp.experts.down_proj",
 }
-_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+# A layer's weight, bias or scale (Gemma 4's router and per-expert scales).
+_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias|scale)")
 
 
 @functools.cache
@@ -47,6 +53,12 @@ def _layer_table(arch: str) -> dict[str, str]:
     """GGUF tensor name piece -> HF module, for a file of architecture ``arch``."""
     entry = registry.by_gguf(arch)
     return {**_LAYER, **(entry.gguf_tensors if entry is not None else {})}
+
+
+def _facts(arch: str) -> tuple[str, ...]:
+    """The tensors of a file of architecture ``arch`` its config is read from, not weights."""
+    entry = registry.by_gguf(arch)
+    return () if entry is None else entry.gguf_reads
 
 
 def gguf_piece(module: str, arch: str) -> str:
@@ -72,7 +84,10 @@ def check_tensors(table: TensorTable) -> None:
     """``ValueError`` naming the tensor if one is of a type llmkit cannot read or has no place."""
     from gguf import GGML_QUANT_SIZES, dequantize
 
+    facts = _facts(table.arch)
     for tensor in table.tensors.values():
+        if tensor.name in facts:
+            continue
         if hf_name(tensor.name, table.arch) is None:
             raise ValueError(f"{table.file}: unexpected tensor {tensor.name} for this architecture")
         try:  # one zero block is enough to know whether the reader can dequantize this type
@@ -87,11 +102,14 @@ def check_tensors(table: TensorTable) -> None:
 def iter_gguf_weights(
     table: TensorTable, skip: Set[str] = frozenset()
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor of the file but those in ``skip`` (GGUF names), as ``(hf_name, float32
-    tensor)`` in HF's layout."""
+    """Every tensor of the file but those in ``skip`` (GGUF names) and the family's facts, as
+    ``(hf_name, float32 tensor)`` in HF's layout."""
+    entry = registry.by_gguf(table.arch)
+    shift = 0.0 if entry is None else entry.gguf_norm_shift
     for name in table.tensors:
-        if name in skip:
+        if name in skip or name in _facts(table.arch):
             continue
         target = hf_name(name, table.arch)
         assert target is not None  # check_tensors refused the others when the cache was built
-        yield target, torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))
+        tensor = torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))
+        yield target, (tensor - shift if shift and target.endswith("norm.weight") else tensor)

@@ -179,26 +179,35 @@ class SparseMoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weights, ids = self.routing.route(self.gate(x))
-        out = torch.zeros_like(x)
-        k = ids.shape[1]
-        flat = ids.flatten()
-        order = flat.argsort(stable=True)
-        counts = torch.bincount(flat, minlength=self.experts.num_experts).tolist()
-        rows_of, weight_of = order // k, weights.flatten()[order]
-        start = 0
-        for expert, count in enumerate(counts):
-            if not count:
-                continue
-            rows = rows_of[start : start + count]
-            y = self.experts.forward_expert(expert, x[rows])
-            out.index_add_(0, rows, y * weight_of[start : start + count, None].to(y.dtype))
-            start += count
+        out = mix(self.experts, x, weights, ids)
         if self.shared_expert is not None:
             shared = self.shared_expert(x)
             if self.shared_expert_gate is not None:
                 shared = shared * torch.sigmoid(self.shared_expert_gate(x))
             out = out + shared
         return out
+
+
+def mix(
+    experts: Experts | NativeExperts, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor
+) -> torch.Tensor:
+    """Each row of ``x`` through its chosen experts ``ids`` ``[T, k]``, summed with its
+    ``weights`` ``[T, k]``: the rows routed to one expert go through it together."""
+    out = torch.zeros_like(x)
+    k = ids.shape[1]
+    flat = ids.flatten()
+    order = flat.argsort(stable=True)
+    counts = torch.bincount(flat, minlength=experts.num_experts).tolist()
+    rows_of, weight_of = order // k, weights.flatten()[order]
+    start = 0
+    for expert, count in enumerate(counts):
+        if not count:
+            continue
+        rows = rows_of[start : start + count]
+        y = experts.forward_expert(expert, x[rows])
+        out.index_add_(0, rows, y * weight_of[start : start + count, None].to(y.dtype))
+        start += count
+    return out
 
 
 class _Router(nn.Module):

@@ -169,10 +169,8 @@ class BertModel(nn.Module):
         self.config = cfg
         self.embeddings = BertEmbeddings(cfg)
         self.encoder = BertEncoder(cfg)
-        # The runner's model interface; an encoder allocates no KV cache from them.
+        # The runner's model interface; an encoder keeps no KV cache.
         self.num_layers = cfg.num_hidden_layers
-        self.num_kv_heads = cfg.num_attention_heads
-        self.head_dim = cfg.hidden_size // cfg.num_attention_heads
 
     def forward(self, input_ids: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         layout = _layout(ctx.meta.query_start_loc_host, input_ids.device)

@@ -166,10 +166,10 @@ class LlamaModel(nn.Module):
         scale = family.embedding_scale(cfg)
         # A float32 number, as HF's buffer: the rows are multiplied by exactly that value.
         self.embed_scale = None if scale is None else torch.tensor(scale, dtype=torch.float32)
-        layers = [LlamaDecoderLayer(family, cfg, i, tp) for i in range(cfg.num_hidden_layers)]
+        layers = [family.decoder_layer(cfg, i, tp) for i in range(cfg.num_hidden_layers)]
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        keys = dict.fromkeys(layer.self_attn.rope for layer in layers)
+        keys = dict.fromkeys(cast(LlamaAttention, layer.self_attn).rope for layer in layers)
         self.rotaries = nn.ModuleDict(
             {k: family.rotary(cfg, None if k == DEFAULT_ROPE else k) for k in keys}
         )
@@ -229,6 +229,11 @@ class LlamaForCausalLM(nn.Module):
         return LlamaMLP(cfg, tp)
 
     @classmethod
+    def decoder_layer(cls, cfg: PretrainedConfig, i: int, tp: TensorParallel) -> nn.Module:
+        """Layer ``i`` as a module, with this family's hooks (Gemma 4's takes more inputs)."""
+        return LlamaDecoderLayer(cls, cfg, i, tp)
+
+    @classmethod
     def rotary(cls, cfg: PretrainedConfig, layer_type: str | None) -> RotaryEmbedding:
         """The rotary table of the layers whose ``LayerAttention.rope`` is ``layer_type``."""
         return RotaryEmbedding(cfg, cfg.max_position_embeddings, layer_type)
@@ -238,20 +243,22 @@ class LlamaForCausalLM(nn.Module):
         """What the token embeddings are multiplied by (Gemma: ``sqrt(hidden_size)``)."""
         return None
 
+    # Embeddings, layers, final norm (Gemma 4's feeds its layers per-layer inputs too).
+    stack: ClassVar[type[LlamaModel]] = LlamaModel
+
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         self.config = cfg
-        self.model = LlamaModel(type(self), cfg, tp)
+        self.model = self.stack(type(self), cfg, tp)
         self.tie_word_embeddings = bool(getattr(cfg, "tie_word_embeddings", False))
         self.lm_head = ParallelLMHead(cfg.hidden_size, cfg.vocab_size, tp)
         if self.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        first = self.model.layers[0]
-        assert isinstance(first, LlamaDecoderLayer)
-        attn = first.self_attn
-        self.num_kv_heads = attn.num_kv_heads  # this rank's: its KV cache holds only these
-        self.head_dim = attn.head_dim
         self.num_layers = cfg.num_hidden_layers
+        # (this rank's KV heads, head dim) of each KV cache: here one per layer, which reads
+        # ``ctx.kv_caches[layer_idx]``; a family may size them per layer, or keep fewer.
+        attns = [cast(LlamaAttention, layer.self_attn) for layer in self.model.layers]
+        self.kv_cache_shapes = [(a.num_kv_heads, a.head_dim) for a in attns]
 
     def forward(
         self,

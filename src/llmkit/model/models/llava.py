@@ -87,8 +87,7 @@ class LlavaForConditionalGeneration(nn.Module):
         self.multi_modal_projector = LlavaMultiModalProjector(cfg)
         self.language_model: LlamaForCausalLM = text_model.model_class()(cfg.text_config)
         self.num_layers = self.language_model.num_layers
-        self.num_kv_heads = self.language_model.num_kv_heads
-        self.head_dim = self.language_model.head_dim
+        self.kv_cache_shapes = self.language_model.kv_cache_shapes
         self._vision_params = {
             name for name, _ in self.named_parameters() if not name.startswith("language_model.")
         }
