@@ -71,7 +71,7 @@ class Gemma4Model(LlamaModel):
 
     def per_layer_inputs(self, input_ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``[T, layers, hidden_size_per_layer_input]``: the tokens' per-layer embeddings and
-        the projection of their rows ``x``, RMS-normed, averaged (times ``sqrt(1/2)``)."""
+        the projection of their rows ``x``, RMS-normed; their sum times ``sqrt(1/2)``."""
         shape = (x.shape[0], len(self.layers), self.layer_dim)
         embedded = self.embed_tokens_per_layer(input_ids)
         embedded = (embedded * self.layer_embed_scale.to(embedded.dtype)).view(shape)
