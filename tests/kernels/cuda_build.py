@@ -18,8 +18,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from llmkit.kernels.attention_tiles import tile_config
 from llmkit.kernels.merge_splits import merge_splits_kernel
-from llmkit.kernels.paged_attention import paged_attention_kernel, tile_config
+from llmkit.kernels.paged_attention import paged_attention_kernel
 from llmkit.kernels.reshape_and_cache import reshape_and_cache_kernel
 
 ARCHS = (80, 90)
