@@ -25,9 +25,15 @@ from llmkit.kernels.reshape_and_cache import reshape_and_cache_kernel
 
 ARCHS = (80, 90)
 TRITON_DTYPES = {2: "bf16", 4: "fp32"}
-# (query heads per KV head, head dim, longest query run, splits): decode, split decode,
-# prefill, and a large GQA group.
-ATTENTION_VARIANTS = [(4, 128, 1, 1), (4, 128, 1, 4), (1, 64, 512, 1), (8, 128, 256, 1)]
+# (query heads per KV head, head dim, longest query run, splits, window + soft-cap + sinks):
+# decode, split decode, prefill, a large GQA group, and a gpt-oss-shaped prefill with all three.
+ATTENTION_VARIANTS = [
+    (4, 128, 1, 1, False),
+    (4, 128, 1, 4, False),
+    (1, 64, 512, 1, False),
+    (8, 128, 256, 1, False),
+    (8, 64, 512, 1, True),
+]
 PARTIALS = dict.fromkeys(("part_acc_ptr", "part_max_ptr", "part_sum_ptr"), "*fp32")
 
 
@@ -61,7 +67,7 @@ def resource_usage(compiled) -> str:
 def main() -> None:
     for cc in ARCHS:
         for elem_size, dt in TRITON_DTYPES.items():
-            for group, head_dim, max_query_len, splits in ATTENTION_VARIANTS:
+            for group, head_dim, max_query_len, splits, spec in ATTENTION_VARIANTS:
                 cfg = tile_config(max_query_len, group, head_dim, elem_size)
                 options = {"num_warps": cfg.pop("num_warps"), "num_stages": cfg.pop("num_stages")}
                 constexprs = dict(
@@ -70,6 +76,9 @@ def main() -> None:
                     BLOCK_SIZE=16,
                     NUM_SPLITS=splits,
                     UPCAST_DOT=False,
+                    HAS_WINDOW=spec,
+                    HAS_SOFTCAP=spec,
+                    HAS_SINKS=spec,
                     **cfg,
                 )
                 types = {
@@ -79,12 +88,14 @@ def main() -> None:
                     **PARTIALS,
                     **dict.fromkeys(("query_start_loc_ptr", "seq_lens_ptr"), "*i32"),
                     "block_tables_ptr": "*i32",
+                    "sinks_ptr": "*fp32",
                     "qk_scale": "fp32",
+                    "softcap": "fp32",
                 }
                 k = build(paged_attention_kernel, types, constexprs, options, cc)
                 print(
                     f"sm_{cc} {dt} paged_attention group={group} head_dim={head_dim} "
-                    f"max_query_len={max_query_len} splits={splits} {cfg} {options}: "
+                    f"max_query_len={max_query_len} splits={splits} spec={spec} {cfg} {options}: "
                     f"{resource_usage(k)} smem {k.metadata.shared}"
                 )
             k = build(

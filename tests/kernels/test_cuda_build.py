@@ -20,4 +20,4 @@ def test_kernels_build_for_cuda(tmp_path: Path) -> None:
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("paged_attention") == 16
+    assert done.stdout.count("paged_attention") == 20
