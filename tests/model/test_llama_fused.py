@@ -3,16 +3,21 @@ decode step in one C call, against the same layers run as modules."""
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
 import pytest
 import torch
+from torch import nn
 
 from llmkit import LLM
 from llmkit.model.batch import SeqInput
+from llmkit.model.layers.activation import GeluTanhAndMul
 from llmkit.model.layers.formats import FORMATS
 from llmkit.model.layers.native import NativeLinear, Part
-from llmkit.model.models import llama_fused
+from llmkit.model.layers.norm import RMSNorm
+from llmkit.model.layers.rotary import RotaryEmbedding
+from llmkit.model.models import llama_fused, llama_fused_view
 
 pytestmark = pytest.mark.skipif(
     llama_fused.load() is None, reason="the fused decode kernel does not build here (no AVX2)"
@@ -40,15 +45,16 @@ def decodes(tokens: list[int]) -> list[SeqInput]:
         ("llama", "w4a8"),
         ("qwen2", "w4a8"),
         ("mistral", "w4a8"),
+        ("qwen3", "w4a8"),
         ("llama", "w8a8"),
         ("qwen2", "w8a8"),
     ],
 )
 def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec, quantization):
     """Four requests of different lengths, each over its own blocks; qwen2 adds q/k/v
-    biases, mistral GQA; w4a8 and q8 (w8a8) weights. The kernel's RMSNorm sums in another
-    order than torch's, which can move an activation code sitting on a rounding boundary:
-    the rows agree to ~1e-3."""
+    biases, mistral GQA, qwen3 RMSNorm on q and k; w4a8 and q8 (w8a8) weights. The kernel's
+    RMSNorm sums in another order than torch's, which can move an activation code sitting on
+    a rounding boundary: the rows agree to ~1e-3."""
     llm, runner = runner_of(model_factory(spec), quantization)
     err = kernel_against_modules(runner)
     assert err.max().item() < 1e-2, err
@@ -87,18 +93,49 @@ def test_a_decode_row_is_the_same_whether_or_not_its_step_has_a_prefill(
 
 
 def test_models_the_kernel_does_not_fit_run_their_modules(model_factory):
-    """float32 layers (no quantization) and q/k-normed layers (qwen3) are not w4a8 llama
-    layers: the kernel declines and the modules run."""
-    llm = LLM(model_factory("llama"), max_model_len=64, max_num_seqs=4)
-    runner = llm._core.runner
+    """float32 layers (no quantization) and float experts (a qwen3_moe folder's, which
+    ``quantization`` leaves float) are not the kernel's formats: it declines, the modules run."""
+    for model, quantization in [("llama", None), ("qwen3_moe", "w4a8")]:
+        llm = LLM(model_factory(model), quantization=quantization, max_model_len=64, max_num_seqs=4)
+        runner = llm._core.runner
+        prefill_all(runner)
+        runner.execute(decodes([1, 2, 3, 4]))
+        assert runner.model.model.fused_decode._plan is None
+        llm.close()
+
+
+def test_attention_specs_norms_and_activations_of_other_families(model_factory):
+    """Layers as gpt-oss and Gemma build them, made from a llama's: layer 0 with a sliding
+    window shorter than three of the four requests and a sink per head; layer 1 with a
+    soft-cap on the scores, a rotary table of its own, sandwich norms and GELU(tanh)."""
+    llm, runner = runner_of(model_factory("llama"))
+    model = runner.model.model
+    first, second = model.layers
+    torch.manual_seed(0)
+    first.self_attn.window = 6
+    first.self_attn.sinks = nn.Parameter(torch.randn(first.self_attn.num_heads))
+    second.self_attn.softcap = 0.5
+    cfg = copy.deepcopy(runner.model.config)
+    cfg.rope_parameters = {"rope_type": "default", "rope_theta": 100.0}
+    model.rotaries["local"] = RotaryEmbedding(cfg, cfg.max_position_embeddings)
+    second.self_attn.rope = "local"
+    hidden = model.norm.weight.shape[0]
+    second.sandwich = True
+    for name in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
+        norm = RMSNorm(hidden, model.norm.eps)
+        norm.weight.data = 1 + 0.3 * torch.randn(hidden)
+        setattr(second, name, norm)
+    second.mlp.act = GeluTanhAndMul()
+    fused = model.fused_decode
     prefill_all(runner)
-    runner.execute(decodes([1, 2, 3, 4]))
-    assert runner.model.model.fused_decode._plan is None
-    llm.close()
-    llm, runner = runner_of(model_factory("qwen3"))
-    prefill_all(runner)
-    runner.execute(decodes([1, 2, 3, 4]))
-    assert runner.model.model.fused_decode._plan is None
+    step = decodes([11, 12, 13, 14])
+    fused.enabled = False
+    expected = runner.execute(step).clone()
+    fused.enabled = True
+    got = runner.execute(step)
+    assert fused._plan is not None
+    err = (got - expected).norm(dim=-1) / expected.norm(dim=-1)
+    assert err.max().item() < 1e-2, err
     llm.close()
 
 
@@ -110,4 +147,22 @@ def test_a_layer_with_a_format_the_kernel_has_no_matmul_for_is_declined():
         codes: torch.Tensor
 
     part = Part(FORMATS["Q8_0"], Other(torch.zeros(1, 8, 32, dtype=torch.int8)), 8)
-    assert llama_fused._linear(NativeLinear([part], 32, 8, None)) is None
+    assert llama_fused_view.linear(NativeLinear([part], 32, 8, None)) is None
+
+
+def test_gpt_oss_with_mxfp4_experts_decodes_as_its_modules_do(model_factory, tmp_path):
+    """A gpt-oss GGUF file as published: its experts MXFP4 (the rest Q8_0) go through the
+    fused step's experts (fused_moe.h, the rows' block sums copied into slot order with
+    their codes), beside windowed attention with sinks."""
+    from tests.model.test_gguf_archs import write_gguf
+
+    mix = lambda name: "MXFP4" if "_exps." in name else "Q8_0"  # noqa: E731
+    file = write_gguf(model_factory("gpt_oss"), tmp_path / "gpt-oss.gguf", mix)
+    llm = LLM(str(file), max_model_len=64, max_num_seqs=4)
+    runner = llm._core.runner
+    err = kernel_against_modules(runner)
+    plan = runner.model.model.fused_decode._plan
+    assert plan is not None and sum(e is not None for e in plan.experts) == 2
+    assert all(e.gate_up.mxfp4 and e.down.mxfp4 for e in plan.experts if e is not None)
+    assert err.max().item() < 1e-2, err
+    llm.close()

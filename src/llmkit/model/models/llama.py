@@ -173,8 +173,6 @@ class LlamaModel(nn.Module):
         self.rotaries = nn.ModuleDict(
             {k: family.rotary(cfg, None if k == DEFAULT_ROPE else k) for k in keys}
         )
-        # The fused decode step reads one table: it runs only where every layer shares it.
-        self.rotary = cast(RotaryEmbedding, next(iter(self.rotaries.values())))
         self.fused_decode = FusedDecode(tp.size)  # all layers in one C call where they fit
 
     def forward(

@@ -5,10 +5,11 @@ At one stream SmolLM2's 30 layers spent ~6 ms a token in the torch ops and modul
 around their matmuls (~35 ops a layer on one row) against ~9 ms in the matmuls; the kernel
 ``llmkit/kernels/cpu/llama_decode.c`` runs every layer of a decode step in one OpenMP region
 (see there). :class:`FusedDecode` decides per step whether it applies: one query row per
-request, float32 or float16 KV caches on CPU, one rank, and every layer plain (its linears'
-weights in w4a8, q8, kq or mxfp4 formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K/
-MXFP4 in any mix, or ``quantization="w4a8"``/``"w8a8"``; float32 norms, no q/k norm, no
-LoRA); else the model runs its layers as modules, as before.
+request, float32 or float16 KV caches on CPU, one rank, and every layer one the kernel reads
+(its linears' weights in w4a8, q8, kq or mxfp4 formats: a GGUF's Q4_0/Q4_1/Q8_0/Q5_0/Q5_1/
+Q4_K/Q5_K/Q6_K/MXFP4 in any mix, or ``quantization="w4a8"``/``"w8a8"``; float32 norms, q/k norms and
+sandwich norms included; any attention spec; a dense MLP or a GGUF file's experts
+(``llama_fused_moe.py``); no LoRA); else the model runs its layers as modules, as before.
 """
 
 from __future__ import annotations
@@ -26,13 +27,20 @@ from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
 from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
-from llmkit.model.layers import kquant, mxfp4, q8, w4a8
-from llmkit.model.layers.activation import SiluAndMul
-from llmkit.model.layers.native import NativeLinear
+from llmkit.model.layers.moe import SparseMoE
 from llmkit.model.layers.norm import RMSNorm
-from llmkit.model.layers.q8 import Q8Linear
-from llmkit.model.layers.quant import QuantizedLinear
-from llmkit.model.layers.rotary import RotaryEmbedding
+from llmkit.model.models.llama_fused_moe import Moe, moe
+from llmkit.model.models.llama_fused_view import (
+    F32,
+    I64,
+    Act,
+    Linear,
+    P,
+    act,
+    floats,
+    linear,
+    pointer,
+)
 
 
 class LlamaStack(Protocol):
@@ -40,58 +48,36 @@ class LlamaStack(Protocol):
     shape, not imported: that module imports this one)."""
 
     layers: nn.ModuleList
-    rotary: RotaryEmbedding
+    rotaries: nn.ModuleDict  # a layer's rotary table by its ``rope`` key
     norm: RMSNorm
 
     def run_layers(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor: ...
 
 
 SOURCE = SOURCES / "llama_decode.c"
-_I64, _P = ctypes.c_int64, ctypes.c_void_p
 _MAX_HEAD_DIM = 512  # the kernel's RoPE scratch
-_MAX_PARTS = 3  # q, k, v
-
-
-class _Part(ctypes.Structure):
-    _fields_ = [
-        *((name, _P) for name in ("w", "hi", "scale", "min", "d", "dmin")),
-        ("N", _I64),
-        ("kind", _I64),  # 0 w4a8, 1 q8, 2 kq, 3 mxfp4
-        ("fmt", _I64),  # kq's format
-    ]
-
-
-class _Linear(ctypes.Structure):
-    _fields_ = [
-        ("part", _Part * _MAX_PARTS),
-        ("parts", _I64),
-        ("mxfp4", _I64),  # whether a part is: the input's block sums are made for it
-        ("bias", _P),
-        *((name, _I64) for name in ("K", "Kp", "N", "G")),
-    ]
+_NORMS = ("norm1", "norm2", "attn_norm", "mlp_norm", "q_norm", "k_norm")
 
 
 class _Layer(ctypes.Structure):
     _fields_ = [
-        ("norm1", _P),
-        ("norm2", _P),
-        ("qkv", _Linear),
-        ("o", _Linear),
-        ("gate_up", _Linear),
-        ("down", _Linear),
-        ("k_cache", _P),
-        ("v_cache", _P),
+        *((name, P) for name in (*_NORMS, "cos", "sin", "sinks")),
+        *((name, Linear) for name in ("qkv", "o", "gate_up", "down")),
+        ("moe", ctypes.POINTER(Moe)),
+        ("act", Act),
+        ("k_cache", P),
+        ("v_cache", P),
+        ("window", I64),
+        ("scale", F32),
+        ("softcap", F32),
     ]
 
 
 class _Model(ctypes.Structure):
     _fields_ = [
-        *((name, _I64) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")),
-        *((name, _I64) for name in ("inter", "block_size", "kv_half")),
-        ("eps", ctypes.c_float),
-        ("scale", ctypes.c_float),
-        ("cos", _P),
-        ("sin", _P),
+        *((name, I64) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")),
+        *((name, I64) for name in ("block_size", "kv_half")),
+        ("eps", F32),
         ("layer", ctypes.POINTER(_Layer)),
     ]
 
@@ -99,106 +85,70 @@ class _Model(ctypes.Structure):
 @functools.cache
 def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built here (no AVX2, no compiler)."""
-    return load_function(SOURCE, "llama_decode", [_P] * 6 + [_I64] * 3)
+    return load_function(SOURCE, "llama_decode", [P] * 6 + [I64] * 3)
 
 
-def _part(packed: Any, out_features: int) -> tuple[_Part, int, int | None] | None:
-    """A weight's view for the kernel, its padded input count and its group (None: q8's and
-    mxfp4's, which read no group sums); None for a format the kernel has no matmul for."""
-    ptr = [t.data_ptr() if isinstance(t, torch.Tensor) and t.numel() else None for t in packed]
-    if isinstance(packed, w4a8.Packed):
-        kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
-        part = _Part(ptr[0], None, ptr[1], ptr[2], None, None, out_features, 0, 0)
-        return part, kp, kp // packed.scales.shape[1]
-    if isinstance(packed, q8.Packed):  # 4 inputs of 8-bit codes a row
-        return (
-            _Part(ptr[0], None, ptr[1], *[None] * 3, out_features, 1, 0),
-            packed.codes.shape[1] * 4,
-            None,
-        )
-    if isinstance(packed, mxfp4.Packed):  # 8 inputs of 4-bit codes a row, as w4a8's
-        part = _Part(ptr[0], None, ptr[1], *[None] * 3, out_features, 3, 0)
-        return part, packed.codes.shape[1] * 8, None
-    if isinstance(packed, kquant.Packed):
-        fmt = kquant.FORMATS.index(packed.fmt)
-        return _Part(*ptr[1:], out_features, 2, fmt), packed.lo.shape[1] * 8, 32
-    return None
-
-
-def _weights(layer: object) -> list[tuple[Any, int]] | None:
-    """A float32 layer's native weights and their output counts, or None for another kind."""
-    if isinstance(layer, NativeLinear):
-        return [(p.packed, p.out_features) for p in layer.parts]
-    if isinstance(layer, QuantizedLinear) and layer.dtype == torch.float32:
-        if layer.method == "w4a8":
-            return [(layer._w4a8_packed(), layer.out_features)]
-        if layer.method == "w8a8":
-            return [(q8.Packed(layer.qweight, layer.scales), layer.out_features)]
-    if isinstance(layer, Q8Linear):
-        return [(q8.Packed(layer.codes, layer.scales), layer.out_features)]
-    return None
-
-
-def _linear(layer: Any) -> _Linear | None:
-    """The kernel's view of a layer whose weights are all of the kernel's formats, on one
-    input layout (one padded input count, one group); None for any other."""
-    weights = _weights(layer)
-    bias: torch.Tensor | None = getattr(layer, "bias", None)
-    if weights is None or len(weights) > _MAX_PARTS:
+def _mlp(mlp: Any) -> tuple[Linear, Linear, Act, Moe | None] | None:
+    """A layer's MLP for the kernel: a dense one's gate/up, down and activation, or a
+    mixture of experts; None where it does not fit."""
+    if isinstance(mlp, SparseMoE):
+        found = moe(mlp)
+        return None if found is None else (Linear(), Linear(), Act(), found)
+    gate_up, down, the_act = linear(mlp.gate_up_proj), linear(mlp.down_proj), act(mlp.act)
+    if gate_up is None or down is None or the_act is None:
         return None
-    if bias is not None and bias.dtype != torch.float32:
-        return None
-    found = [_part(packed, n) for packed, n in weights]
-    parts = [p for p in found if p is not None]
-    if len(parts) != len(found):
-        return None
-    padded = {kp for _, kp, _ in parts}
-    groups = {g for _, _, g in parts if g is not None}
-    if len(padded) != 1 or len(groups) > 1:
-        return None
-    array = (_Part * _MAX_PARTS)(*(p for p, _, _ in parts))
-    bias_ptr = 0 if bias is None else bias.data_ptr()
-    kp = padded.pop()
-    return _Linear(
-        array,
-        len(parts),
-        any(isinstance(packed, mxfp4.Packed) for packed, _ in weights),
-        bias_ptr,
-        layer.in_features,
-        kp,
-        layer.out_features,
-        groups.pop() if groups else 32,
-    )
+    return gate_up, down, the_act, None
 
 
-def _layer(layer: Any, caches: tuple[torch.Tensor, torch.Tensor]) -> _Layer | None:
-    """A ``LlamaDecoderLayer``'s view for the kernel, or None where it does not fit: a
-    layer of another family's kind (a window, sinks, sandwich norms, another activation,
-    experts) runs as modules."""
-    attn, mlp = layer.self_attn, layer.mlp
-    if not attn.spec.plain or layer.sandwich or type(getattr(mlp, "act", None)) is not SiluAndMul:
+def _layer(
+    layer: Any, caches: tuple[torch.Tensor, torch.Tensor], rotary: Any, eps: float
+) -> tuple[_Layer, Moe | None] | None:
+    """A ``LlamaDecoderLayer``'s view for the kernel (and its experts' view, which it points
+    to), or None where it does not fit: its norms not float32 of one ``eps``, a weight of
+    another format, an activation or rotary table the kernel lacks."""
+    attn, spec = layer.self_attn, layer.self_attn.spec
+    # In _NORMS' order. Sandwich norms: the attention's output normed, then the MLP's input
+    # and output.
+    norms: list[Any] = [layer.input_layernorm, layer.post_attention_layernorm, None, None]
+    if layer.sandwich:
+        norms[1:] = [layer.pre_feedforward_layernorm, norms[1], layer.post_feedforward_layernorm]
+    norms += [attn.q_norm, attn.k_norm]
+    weights = [n.weight for n in norms if n is not None]
+    if any(n.eps != eps for n in norms if n is not None) or not floats(*weights, spec.sinks):
         return None
-    norms = (layer.input_layernorm, layer.post_attention_layernorm)
-    linears = [_linear(m) for m in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)]
-    if attn.q_norm is not None or any(n.weight.dtype != torch.float32 for n in norms):
+    qkv, o, mlp = linear(attn.qkv_proj), linear(attn.o_proj), _mlp(layer.mlp)
+    if qkv is None or o is None or mlp is None or not floats(rotary.cos, rotary.sin):
         return None
-    if any(n.eps != norms[0].eps for n in norms) or None in linears:
-        return None
+    gate_up, down, the_act, experts = mlp
     k_cache, v_cache = caches
-    return _Layer(
-        norms[0].weight.data_ptr(),
-        norms[1].weight.data_ptr(),
-        *linears,
+    view = _Layer(
+        *(None if n is None else n.weight.data_ptr() for n in norms),
+        rotary.cos.data_ptr(),
+        rotary.sin.data_ptr(),
+        pointer(spec.sinks),
+        qkv,
+        o,
+        gate_up,
+        down,
+        None if experts is None else ctypes.pointer(experts),
+        the_act,
         k_cache.data_ptr(),
         v_cache.data_ptr(),
+        spec.window or 0,
+        spec.scale,
+        spec.softcap or 0.0,
     )
+    return view, experts
 
 
 class _Plan:
-    """The kernel's arguments that hold for every step on the same KV caches."""
+    """The kernel's arguments that hold for every step on the same KV caches (and the
+    structs their pointers reach, kept alive with them)."""
 
-    def __init__(self, model: _Model, layers: ctypes.Array[_Layer], kv_caches: list) -> None:
-        self.model, self.layers, self.kv_caches = model, layers, kv_caches
+    def __init__(
+        self, model: _Model, layers: ctypes.Array[_Layer], experts: list, kv_caches: list
+    ) -> None:
+        self.model, self.layers, self.experts, self.kv_caches = model, layers, experts, kv_caches
 
 
 class FusedDecode:
@@ -290,27 +240,32 @@ def _fits(ctx: ForwardContext) -> bool:
 
 def _make_plan(model: LlamaStack, kv_caches: list) -> _Plan | None:
     decoders: list[Any] = list(model.layers)
-    first, rotary = decoders[0].self_attn, model.rotary
-    if first.head_dim > _MAX_HEAD_DIM or rotary.cos.dtype != torch.float32:
+    attns = [layer.self_attn for layer in decoders]
+    shapes = {(a.num_heads, a.num_kv_heads, a.head_dim) for a in attns}
+    if len(shapes) != 1 or attns[0].head_dim > _MAX_HEAD_DIM:
         return None
-    found = [_layer(layer, caches) for layer, caches in zip(decoders, kv_caches)]
-    layers = [layer for layer in found if layer is not None]
-    if len(layers) != len(decoders):
+    eps = decoders[0].input_layernorm.eps
+    rotaries: list[Any] = [model.rotaries[attn.rope] for attn in attns]
+    found = [
+        _layer(layer, caches, rotary, eps)
+        for layer, rotary, caches in zip(decoders, rotaries, kv_caches)
+    ]
+    views = [view for view in found if view is not None]
+    if len(views) != len(decoders):
         return None
-    array = (_Layer * len(layers))(*layers)
+    if any(r.cos.shape[-1] != a.head_dim for r, a in zip(rotaries, attns)):
+        return None  # a partial rotary table
+    array = (_Layer * len(views))(*(layer for layer, _ in views))
+    first = attns[0]
     spec = _Model(
-        len(layers),
+        len(views),
         model.norm.weight.shape[0],
         first.num_heads,
         first.num_kv_heads,
         first.head_dim,
-        decoders[0].mlp.down_proj.in_features,
         kv_caches[0][0].shape[1],
         kv_caches[0][0].dtype == torch.float16,
-        decoders[0].input_layernorm.eps,
-        first.scale,
-        rotary.cos.data_ptr(),
-        rotary.sin.data_ptr(),
+        eps,
         array,
     )
-    return _Plan(spec, array, kv_caches)
+    return _Plan(spec, array, [experts for _, experts in views], kv_caches)

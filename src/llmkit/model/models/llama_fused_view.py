@@ -1,0 +1,154 @@
+"""What the fused decode kernel (``kernels/cpu/llama_decode.c``) reads of a decoder layer:
+ctypes mirrors of its structs, and the views of our layers that fill them, or None where a
+layer does not fit the kernel (another weight format, dtype or activation)."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+
+from llmkit.model.layers import kquant, mxfp4, q8, w4a8
+from llmkit.model.layers.activation import ClampedSwiGLU, GeluTanhAndMul, SiluAndMul
+from llmkit.model.layers.native import NativeLinear
+from llmkit.model.layers.q8 import Q8Linear
+from llmkit.model.layers.quant import QuantizedLinear
+
+I64, P, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+MAX_PARTS = 3  # q, k, v
+FIELDS = ("w", "hi", "scale", "min", "d", "dmin")  # a Part's weight fields, in order
+
+
+class Part(ctypes.Structure):
+    _fields_ = [
+        *((name, P) for name in FIELDS),
+        ("N", I64),
+        ("kind", I64),  # 0 w4a8, 1 q8, 2 kq, 3 mxfp4
+        ("fmt", I64),  # kq's format
+    ]
+
+
+class Linear(ctypes.Structure):
+    _fields_ = [
+        ("part", Part * MAX_PARTS),
+        ("parts", I64),
+        ("mxfp4", I64),  # whether a part is: the input's block sums are made for it
+        ("bias", P),
+        *((name, I64) for name in ("K", "Kp", "N", "G")),
+    ]
+
+
+class Act(ctypes.Structure):
+    _fields_ = [("kind", I64), ("alpha", F32), ("limit", F32)]  # 0 SiLU, 1 GELU(tanh), 2 clamped
+
+
+Fields = tuple[list[torch.Tensor | None], int, int, int, int | None]
+
+
+def fields(packed: Any) -> Fields | None:
+    """A packed weight's tensors in :class:`Part`'s field order (None where it has none),
+    its kind and kq format, its padded input count and its group (None: q8's and mxfp4's,
+    which read no group sums); None for a format the kernel has no matmul for."""
+    if isinstance(packed, w4a8.Packed):
+        kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
+        tensors = [packed.codes, None, packed.scales, packed.mins, None, None]
+        return tensors, 0, 0, kp, kp // packed.scales.shape[1]
+    if isinstance(packed, q8.Packed):  # 4 inputs of 8-bit codes a row
+        return (
+            [packed.codes, None, packed.scales, None, None, None],
+            1,
+            0,
+            packed.codes.shape[1] * 4,
+            None,
+        )
+    if isinstance(packed, mxfp4.Packed):  # 8 inputs of 4-bit codes a row, as w4a8's
+        tensors = [packed.codes, None, packed.exponents, None, None, None]
+        return tensors, 3, 0, packed.codes.shape[1] * 8, None
+    if isinstance(packed, kquant.Packed):
+        fmt = kquant.FORMATS.index(packed.fmt)
+        return list(packed[1:]), 2, fmt, packed.lo.shape[1] * 8, 32
+    return None
+
+
+def pointer(t: torch.Tensor | None) -> int | None:
+    return t.data_ptr() if t is not None and t.numel() else None
+
+
+def part(packed: Any, out_features: int) -> tuple[Part, int, int | None] | None:
+    """A weight's view for the kernel, its padded input count and its group; None for a
+    format the kernel has no matmul for."""
+    found = fields(packed)
+    if found is None:
+        return None
+    tensors, kind, fmt, kp, group = found
+    return Part(*(pointer(t) for t in tensors), out_features, kind, fmt), kp, group
+
+
+def weights(layer: object) -> list[tuple[Any, int]] | None:
+    """A float32 layer's native weights and their output counts, or None for another kind."""
+    if isinstance(layer, NativeLinear):
+        return [(p.packed, p.out_features) for p in layer.parts]
+    if isinstance(layer, QuantizedLinear) and layer.dtype == torch.float32:
+        if layer.method == "w4a8":
+            return [(layer._w4a8_packed(), layer.out_features)]
+        if layer.method == "w8a8":
+            return [(q8.Packed(layer.qweight, layer.scales), layer.out_features)]
+    if isinstance(layer, Q8Linear):
+        return [(q8.Packed(layer.codes, layer.scales), layer.out_features)]
+    return None
+
+
+def linear_of(
+    found: list[tuple[Any, int]] | None, in_features: int, bias: torch.Tensor | None
+) -> Linear | None:
+    """The kernel's view of weights ``found`` (packed, outputs) side by side, all on one
+    input layout (one padded input count, one group); None for any other."""
+    if found is None or len(found) > MAX_PARTS or not floats(bias):
+        return None
+    viewed = [part(packed, n) for packed, n in found]
+    parts = [p for p in viewed if p is not None]
+    if len(parts) != len(viewed):
+        return None
+    padded = {kp for _, kp, _ in parts}
+    groups = {g for _, _, g in parts if g is not None}
+    if len(padded) != 1 or len(groups) > 1:
+        return None
+    array = (Part * MAX_PARTS)(*(p for p, _, _ in parts))
+    return Linear(
+        array,
+        len(parts),
+        any(p.kind == 3 for p, _, _ in parts),
+        pointer(bias),
+        in_features,
+        padded.pop(),
+        sum(n for _, n in found),
+        groups.pop() if groups else 32,
+    )
+
+
+def linear(layer: Any) -> Linear | None:
+    """The kernel's view of a linear layer whose weights are all of the kernel's formats."""
+    return linear_of(weights(layer), layer.in_features, getattr(layer, "bias", None))
+
+
+def floats(*tensors: torch.Tensor | None) -> bool:
+    """Whether every tensor given (None aside) is float32 and contiguous, as C reads it."""
+    return all(t is None or (t.dtype == torch.float32 and t.is_contiguous()) for t in tensors)
+
+
+def act(module: object) -> Act | None:
+    """The kernel's code for a gated activation, or None for one it lacks (a subclass too:
+    it may compute something else)."""
+    if type(module) is SiluAndMul:
+        return Act(0, 0.0, 0.0)
+    if type(module) is GeluTanhAndMul:
+        return Act(1, 0.0, 0.0)
+    if isinstance(module, ClampedSwiGLU) and type(module) is ClampedSwiGLU:
+        return Act(2, module.alpha, module.limit)
+    return None
+
+
+def same_layout(*linears: Linear) -> bool:
+    """Whether the linears read one input layout: one quantization of a row serves all."""
+    return len({(x.K, x.Kp, x.G) for x in linears}) == 1
