@@ -128,8 +128,12 @@ def linear_of(
 
 
 def linear(layer: Any) -> Linear | None:
-    """The kernel's view of a linear layer whose weights are all of the kernel's formats."""
-    return linear_of(weights(layer), layer.in_features, getattr(layer, "bias", None))
+    """The kernel's view of a linear layer whose weights are all of the kernel's formats
+    (None for any other layer: one LoRA wraps, say, which has no ``in_features``)."""
+    found = weights(layer)
+    if found is None:
+        return None
+    return linear_of(found, layer.in_features, getattr(layer, "bias", None))
 
 
 def floats(*tensors: torch.Tensor | None) -> bool:
