@@ -5,6 +5,8 @@ the hash of its tokens chained to the hash of the block before it, so two sequen
 the same prefix name the same blocks and can share them. A block whose reference count
 drops to zero keeps its hash and stays findable until it is reused, least recently freed
 first.
+
+Layers of sliding-window attention form groups of their own (see :class:`BlockAllocator`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmkit.engine.sched.request import Request
+
+NO_BLOCK = -1  # a windowed group's table entry for a block its window has passed
 
 
 def hash_block(parent: bytes, tokens: list[int], extra: bytes = b"") -> bytes:
@@ -37,18 +41,33 @@ class PrefixCacheStats:
 
 
 class BlockAllocator:
-    """Hands out KV blocks to requests and takes them back."""
+    """Hands out KV blocks to requests and takes them back.
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+    ``windows`` has one entry per KV cache group (``model/kv_layout.py``): the layers of a
+    group share a block table; a group of sliding-window layers (an int: the keys a query
+    sees) keeps only the blocks its window can still reach and gives the older ones back,
+    leaving ``NO_BLOCK`` in their place. All groups draw from the one pool, so a long context
+    costs the full-attention groups' blocks plus a window's worth per windowed group.
+    """
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_caching: bool = True,
+        windows: Sequence[int | None] = (None,),
+    ):
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
+        self.windows = tuple(windows)
         self._ref_cnt = [0] * num_blocks
         self._hash: list[bytes | None] = [None] * num_blocks
-        self._cached: dict[bytes, int] = {}
+        self._group = [0] * num_blocks  # the group whose map names the block
+        self._cached: list[dict[bytes, int]] = [{} for _ in self.windows]
         # Blocks with no reference, oldest first; popping from the front reuses them LRU.
         self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
-        self._owned: dict[Request, list[int]] = {}
+        self._owned: dict[Request, list[list[int]]] = {}
         self.stats = PrefixCacheStats()
 
     @property
@@ -56,7 +75,22 @@ class BlockAllocator:
         return len(self._free)
 
     def block_ids(self, request: Request) -> list[int]:
-        return self._owned.get(request, [])
+        """The request's blocks in the first group (every group when there is one)."""
+        owned = self._owned.get(request)
+        return owned[0] if owned else []
+
+    def group_block_ids(self, request: Request) -> list[list[int]]:
+        """The request's blocks in every group after the first."""
+        return self._owned.get(request, [[]])[1:]
+
+    def blocks_per_sequence(self, num_tokens: int, chunk: int) -> int:
+        """The blocks one sequence of ``num_tokens`` needs at most, computed ``chunk``
+        tokens a step: a windowed group holds its window and the chunk."""
+        bs = self.block_size
+        full = -(-num_tokens // bs)
+        return sum(
+            full if w is None else min(full, -(-(w - 1 + chunk) // bs) + 1) for w in self.windows
+        )
 
     def update_block_hashes(self, request: Request) -> None:
         """Extend ``request.block_hashes`` over every full block of its known tokens."""
@@ -70,77 +104,133 @@ class BlockAllocator:
             extra = request.block_extra_key(start, end) if request.placeholders else b""
             hashes.append(hash_block(parent, request.tokens(start, end), extra))
 
-    def find_cached(self, request: Request) -> list[int]:
-        """The longest run of cached blocks that starts the request's tokens.
+    def find_cached(self, request: Request) -> list[list[int]]:
+        """Per group, the cached blocks of the longest prefix of the request's tokens that
+        every group can resume from: a full group needs all of the prefix's blocks, a
+        windowed one those of the window before its end (``NO_BLOCK`` before them).
 
         At least one token is always left to compute: its logits are what the step is for.
         """
+        none: list[list[int]] = [[] for _ in self.windows]
         if not self.enable_prefix_caching:
-            return []
+            return none
         self.update_block_hashes(request)
-        max_blocks = (request.num_tokens - 1) // self.block_size
-        found = []
-        for h in request.block_hashes[:max_blocks]:
-            block = self._cached.get(h)
-            if block is None:
-                break
-            found.append(block)
+        hashes = request.block_hashes[: (request.num_tokens - 1) // self.block_size]
         self.stats.queried_tokens += request.num_tokens
-        self.stats.hit_tokens += len(found) * self.block_size
-        return found
+        hit = len(hashes)
+        for cached, window in zip(self._cached, self.windows):
+            if window is None:
+                hit = next((i for i, h in enumerate(hashes[:hit]) if h not in cached), hit)
+        while True:  # each windowed group may cut the hit; a shorter one may not suit another
+            cut = min(
+                (self._window_hit(g, hashes, hit) for g, w in enumerate(self.windows) if w),
+                default=hit,
+            )
+            if cut == hit:
+                break
+            hit = cut
+        if hit == 0:
+            return none
+        self.stats.hit_tokens += hit * self.block_size
+        return [
+            [NO_BLOCK] * (first := self._first_kept(g, hit * self.block_size))
+            + [cached[h] for h in hashes[first:hit]]
+            for g, cached in enumerate(self._cached)
+        ]
 
-    def allocate(self, request: Request, num_new_tokens: int, cached: Sequence[int] = ()) -> bool:
+    def _first_kept(self, group: int, position: int) -> int:
+        """The first block a query at ``position`` of ``group``'s layers still reads."""
+        window = self.windows[group]
+        return 0 if window is None else max(0, position - window + 1) // self.block_size
+
+    def _window_hit(self, group: int, hashes: list[bytes], hit: int) -> int:
+        """The longest prefix of at most ``hit`` blocks whose window ``group`` holds."""
+        cached = self._cached[group]
+        missing = -1  # the last block before ``end`` that the group lacks
+        last_miss = []
+        for i in range(hit):
+            last_miss.append(missing)
+            if hashes[i] not in cached:
+                missing = i
+        last_miss.append(missing)
+        for end in range(hit, 0, -1):
+            if last_miss[end] < self._first_kept(group, end * self.block_size):
+                return end
+        return 0
+
+    def allocate(
+        self, request: Request, num_new_tokens: int, cached: Sequence[Sequence[int]] = ()
+    ) -> bool:
         """Give ``request`` room for ``num_new_tokens`` more tokens after its computed ones.
 
-        ``cached`` are prefix blocks from :meth:`find_cached` to take first. Returns False
-        (and changes nothing) when there are not enough free blocks.
+        ``cached`` are the blocks per group from :meth:`find_cached` to take first. A
+        windowed group first gives back the blocks its window has passed (the request never
+        reads them again). Returns False (and takes nothing) when there are not enough free
+        blocks.
         """
-        owned = self._owned.get(request, [])
-        end = request.num_computed_tokens + len(cached) * self.block_size + num_new_tokens
-        needed = -(-end // self.block_size) - len(owned) - len(cached)
-        if needed <= 0 and not cached:  # most decode steps: the last block has room
+        owned = self._owned.get(request) or [[] for _ in self.windows]
+        taken = [list(c) for c in cached] or [[] for _ in self.windows]
+        start = request.num_computed_tokens + len(taken[0]) * self.block_size
+        end = start + num_new_tokens
+        for g, window in enumerate(self.windows):
+            if window is not None:
+                self._pass_window(owned[g], self._first_kept(g, start))
+        total = -(-end // self.block_size)
+        needed = [total - len(o) - len(c) for o, c in zip(owned, taken)]
+        if not cached and max(needed) <= 0:  # most decode steps: the last block has room
             self._register_full_blocks(request, owned, end)
             return True
-        revived = sum(1 for b in cached if self._ref_cnt[b] == 0)
-        if needed + revived > len(self._free):
+        revived = sum(1 for c in taken for b in c if b != NO_BLOCK and self._ref_cnt[b] == 0)
+        if sum(max(n, 0) for n in needed) + revived > len(self._free):
             return False
-        for block in cached:
+        for block in (b for c in taken for b in c if b != NO_BLOCK):
             if self._ref_cnt[block] == 0:
                 del self._free[block]
             self._ref_cnt[block] += 1
-        new = [self._take_free() for _ in range(max(needed, 0))]
-        owned = owned + list(cached) + new
+        for g in range(len(self.windows)):
+            owned[g] += taken[g] + [self._take_free() for _ in range(max(needed[g], 0))]
         self._owned[request] = owned
         self._register_full_blocks(request, owned, end)
         return True
 
+    def _pass_window(self, blocks: list[int], first_kept: int) -> None:
+        """Give back a windowed group's blocks before ``first_kept`` (they keep their names,
+        findable until reused, most recently passed last)."""
+        for i in range(min(first_kept, len(blocks))):
+            block = blocks[i]
+            if block != NO_BLOCK:
+                blocks[i] = NO_BLOCK
+                self._release(block)
+
+    def _release(self, block: int) -> None:
+        self._ref_cnt[block] -= 1
+        if self._ref_cnt[block] == 0:
+            self._free[block] = None
+            if self._hash[block] is None:
+                # Nothing to find in it: reuse it before any cached block.
+                self._free.move_to_end(block, last=False)
+
     def free(self, request: Request) -> None:
         """Drop the request's references; its tail blocks become the first to be reused."""
-        for block in reversed(self._owned.pop(request, [])):
-            self._ref_cnt[block] -= 1
-            if self._ref_cnt[block] == 0:
-                self._free[block] = None
-                if self._hash[block] is None:
-                    # Nothing to find in it: reuse it before any cached block.
-                    self._free.move_to_end(block, last=False)
+        for blocks in self._owned.pop(request, []):
+            for block in reversed(blocks):
+                if block != NO_BLOCK:
+                    self._release(block)
 
     def trim(self, request: Request, num_tokens: int) -> None:
         """Give back ``request``'s blocks past its first ``num_tokens`` tokens (rejected
         speculative tokens: never named, as only known tokens are hashed)."""
-        owned = self._owned.get(request)
         keep = -(-num_tokens // self.block_size)
-        if not owned or len(owned) <= keep:
-            return
-        for block in reversed(owned[keep:]):
-            self._ref_cnt[block] -= 1
-            if self._ref_cnt[block] == 0:
-                self._free[block] = None
-                self._free.move_to_end(block, last=False)
-        del owned[keep:]
+        for blocks in self._owned.get(request, []):
+            for block in reversed(blocks[keep:]):
+                if block != NO_BLOCK:
+                    self._release(block)
+                    self._free.move_to_end(block, last=False)
+            del blocks[keep:]
 
     def forget(self, request: Request) -> None:
         """Free the request and unname its blocks that nobody else holds (their KV is suspect)."""
-        blocks = self._owned.get(request, [])
+        blocks = [b for group in self._owned.get(request, []) for b in group if b != NO_BLOCK]
         self.free(request)
         for block in blocks:
             if self._ref_cnt[block] == 0:
@@ -165,22 +255,27 @@ class BlockAllocator:
         h = self._hash[block]
         if h is not None:
             self._hash[block] = None
-            if self._cached.get(h) == block:
-                del self._cached[h]
+            cached = self._cached[self._group[block]]
+            if cached.get(h) == block:
+                del cached[h]
 
-    def _register_full_blocks(self, request: Request, owned: list[int], end: int) -> None:
+    def _register_full_blocks(self, request: Request, owned: list[list[int]], end: int) -> None:
         # Blocks are named as soon as the step that fills them is scheduled: K/V are
         # written before attention reads them in every layer, so a request scheduled in
         # the same step (a sibling of n > 1) can already share them.
         if not self.enable_prefix_caching:
             return
         self.update_block_hashes(request)
-        # A live request's named blocks are a prefix of its blocks (a block is unnamed only
-        # once nobody holds it), so walk back from the last full one to the first named.
-        for i in reversed(range(min(end // self.block_size, len(request.block_hashes)))):
-            block = owned[i]
-            if self._hash[block] is not None:
-                break
-            h = request.block_hashes[i]
-            self._hash[block] = h
-            self._cached.setdefault(h, block)
+        full = min(end // self.block_size, len(request.block_hashes))
+        for g, blocks in enumerate(owned):
+            # A live request's named blocks are a prefix of its blocks (a block is unnamed
+            # only once nobody holds it), so walk back from the last full one to the first
+            # named (or the first a window has passed).
+            for i in reversed(range(full)):
+                block = blocks[i]
+                if block == NO_BLOCK or self._hash[block] is not None:
+                    break
+                h = request.block_hashes[i]
+                self._hash[block] = h
+                self._group[block] = g
+                self._cached[g].setdefault(h, block)

@@ -155,7 +155,7 @@ class Scheduler:
                 continue
             skip_cache = req.skip_prefix_cache or self.encoder_only
             cached = [] if skip_cache else self.allocator.find_cached(req)
-            num_computed = len(cached) * self.allocator.block_size
+            num_computed = len(cached[0]) * self.allocator.block_size if cached else 0
             num_new = req.num_tokens - num_computed
             if num_new > budget:
                 if not self.enable_chunked_prefill or self.encoder_only:
@@ -186,7 +186,9 @@ class Scheduler:
         loras.add(req.lora_id)
         return True
 
-    def _reserve(self, req: Request, num_new: int, cached: Sequence[int] = ()) -> bool:
+    def _reserve(
+        self, req: Request, num_new: int, cached: Sequence[Sequence[int]] = ()
+    ) -> bool:
         return self.encoder_only or self.allocator.allocate(req, num_new, cached)
 
     def _peek_waiting(self) -> Request | None:
