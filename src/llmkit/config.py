@@ -78,6 +78,13 @@ class EngineConfig:
         default=True,
         metadata={"help": "reuse the KV cache blocks of prompt prefixes earlier requests computed"},
     )
+    disable_hybrid_kv_cache_manager: bool = field(
+        default=False,
+        metadata={
+            "help": "keep every layer's whole context, also for sliding-window layers, which "
+            "otherwise give back the KV blocks their window has passed"
+        },
+    )
     enable_chunked_prefill: bool = field(
         default=True,
         metadata={"help": "split long prompts over several steps, batched with decodes"},

@@ -14,7 +14,7 @@ from llmkit.model.batch import StepBatch
 from llmkit.model.parallel import TensorParallel
 
 EXECUTE, LOGITS, STOP = 1, 2, 3
-_HEADER = 4
+_HEADER = 5
 
 
 class StepChannel:
@@ -37,7 +37,7 @@ class StepChannel:
     def send_batch(self, batch: StepBatch) -> None:
         tables = batch.block_tables
         width = len(tables[0]) if tables else 0
-        self._header(EXECUTE, len(batch.input_ids), len(batch.seq_lens), width)
+        self._header(EXECUTE, len(batch.input_ids), len(batch.seq_lens), width, batch.groups)
         flat = [
             *batch.input_ids,
             *batch.positions,
@@ -57,16 +57,18 @@ class StepChannel:
 
     def receive(self) -> tuple[int, StepBatch | torch.Tensor | None]:
         """The next command and what it carries (nothing for STOP)."""
-        cmd, a, b, c = self._broadcast(torch.zeros(_HEADER, dtype=torch.int64)).tolist()
+        cmd, a, b, c, groups = self._broadcast(torch.zeros(_HEADER, dtype=torch.int64)).tolist()
         if cmd == LOGITS:
             return cmd, self._broadcast(torch.empty(a, b, dtype=self.dtype))
         if cmd != EXECUTE:
             return cmd, None
         num_tokens, num_seqs, width = a, b, c
-        size = 3 * num_tokens + 2 * num_seqs + 1 + num_seqs * width
+        # Slots and block tables: each KV cache group's in turn.
+        sizes = [num_tokens, num_tokens, groups * num_tokens, num_seqs + 1, num_seqs]
+        size = sum(sizes) + groups * num_seqs * width
         flat = self._broadcast(torch.empty(size, dtype=torch.int64)).tolist()
-        ends = list(accumulate([num_tokens] * 3 + [num_seqs + 1, num_seqs]))
+        ends = list(accumulate(sizes))
         ids, pos, slots, starts, lens = (flat[a:b] for a, b in zip([0, *ends], ends))
         rest = flat[ends[-1] :]
-        tables = [rest[i * width : (i + 1) * width] for i in range(num_seqs)]
-        return cmd, StepBatch(ids, pos, slots, starts, lens, tables)
+        tables = [rest[i * width : (i + 1) * width] for i in range(groups * num_seqs)]
+        return cmd, StepBatch(ids, pos, slots, starts, lens, tables, groups=groups)

@@ -16,6 +16,8 @@ class SeqInput:
     ``images``: (offset into ``token_ids``, embedding rows) that replace placeholder tokens.
     ``in_flight_row``: with async scheduling, the row of the previous step's sampled tokens
     (still on the device) that is this sequence's last input token; -1: all are known.
+    ``group_block_ids``: the blocks of every KV cache group after the first
+    (``model/kv_layout.py``), where a windowed group's passed blocks are ``-1``.
     """
 
     token_ids: list[int]
@@ -24,11 +26,16 @@ class SeqInput:
     images: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     lora: LoRAAdapter | None = None
     in_flight_row: int = -1
+    group_block_ids: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
 class StepBatch:
-    """A step's tokens flattened without padding (host lists; tables are ``[B, width]``)."""
+    """A step's tokens flattened without padding (host lists; tables are ``[B, width]``).
+
+    With several KV cache groups, ``slot_mapping`` and ``block_tables`` hold each group's
+    in turn: ``[groups * T]`` and ``[groups * B, width]``.
+    """
 
     input_ids: list[int]
     positions: list[int]
@@ -38,6 +45,7 @@ class StepBatch:
     block_tables: list[list[int]]
     # (flat index, row of the previous step's sampled tokens) for each input token in flight
     in_flight: list[tuple[int, int]] = field(default_factory=list)
+    groups: int = 1
 
 
 def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
@@ -53,13 +61,18 @@ def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
         if seq.in_flight_row >= 0:
             in_flight.append((starts[-1] + n - 1, seq.in_flight_row))
         input_ids += seq.token_ids
-        pos = range(seq.start, seq.start + n)
-        positions += pos
-        blocks = seq.block_ids
-        if blocks:
-            slots += [blocks[p // bs] * bs + p % bs for p in pos]
+        positions += range(seq.start, seq.start + n)
         starts.append(starts[-1] + n)
         seq_lens.append(seq.start + n)
+    groups = 1 + len(seqs[0].group_block_ids)
     width = max(len(s.block_ids) for s in seqs)  # 0 for an encoder, which has no blocks
-    tables = [s.block_ids + [0] * (width - len(s.block_ids)) for s in seqs]
-    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables, in_flight)
+    tables: list[list[int]] = []
+    for g in range(groups):
+        for seq, end in zip(seqs, seq_lens):
+            blocks = seq.group_block_ids[g - 1] if g else seq.block_ids
+            if blocks:
+                slots += [blocks[p // bs] * bs + p % bs for p in range(seq.start, end)]
+            # A windowed group's passed blocks (-1) lead its row; attention never reads them.
+            row = [max(b, 0) for b in blocks] if blocks and blocks[0] < 0 else blocks
+            tables.append(row + [0] * (width - len(row)))
+    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables, in_flight, groups)

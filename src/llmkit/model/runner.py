@@ -17,6 +17,7 @@ from llmkit.model.cpu_memory import keep_freed_memory, zeroed
 from llmkit.model.cuda_graphs import DecodeGraphs
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.native import default_native, linears_only
+from llmkit.model.kv_layout import plan_kv_layout
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import HEAD_METHODS, quantize_head, quantize_linears
 from llmkit.model.loader import load_model, model_class
@@ -116,25 +117,37 @@ class ModelRunner:
         self.backend = create_backend(backend)
         # An encoder attends over each whole input in one step and keeps nothing between steps.
         self.is_encoder = bool(getattr(self.model, "is_encoder", False))
+        shapes = [] if self.is_encoder else self.model.kv_cache_shapes
+        # A window as long as the context is none: its layers need every block anyway.
+        windows = [
+            w if w is not None and w < max_model_len else None
+            for w in getattr(self.model, "kv_cache_windows", [None] * len(shapes))
+        ]
+        self.kv_layout = plan_kv_layout(shapes, windows, not config.disable_hybrid_kv_cache_manager)
         # Every rank reads the same block tables, so all must hold as many blocks.
         self.num_blocks = 0 if self.is_encoder else tp.min(self._num_kv_blocks(max_model_len))
-        shapes = [] if self.is_encoder else self.model.kv_cache_shapes
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
-        # and 0 * NaN from stale memory would poison them.
-        self.kv_caches = [
+        # and 0 * NaN from stale memory would poison them. Caches of the same slot in
+        # different groups share their tensors: a block is one group's at a time.
+        pairs = [
             (zeroed(shape, self.kv_dtype, self.device), zeroed(shape, self.kv_dtype, self.device))
-            for shape in ((self.num_blocks, self.block_size, heads, dim) for heads, dim in shapes)
+            for shape in (
+                (self.num_blocks, self.block_size, heads, dim)
+                for heads, dim in self.kv_layout.slot_shapes
+            )
         ]
+        self.kv_caches = [pairs[slot] for slot in self.kv_layout.cache_slots]
         self.staging = Staging(self.device)
         self.graphs = self._capture_graphs(max_model_len, tp)
         logger.info(
-            "model on %s in %s, %s attention, %d KV blocks of %d tokens in %s, %s",
+            "model on %s in %s, %s attention, %d KV blocks of %d tokens in %s, %s, %s",
             self.device,
             self.dtype,
             self.backend.name,
             self.num_blocks,
             self.block_size,
             self.kv_dtype,
+            self.kv_layout.describe(),
             f"CUDA graphs for {self.graphs.sizes}" if self.graphs else "no CUDA graphs",
         )
 
@@ -149,6 +162,7 @@ class ModelRunner:
             or tp.size > 1
             or self.lora is not None
             or self.is_encoder
+            or len(self.kv_layout.windows) > 1  # the graphs' inputs hold one block table
         ):
             return None
         with torch.inference_mode():
@@ -161,20 +175,32 @@ class ModelRunner:
                 device=self.device,
             )
 
-    def _context(self, positions: torch.Tensor, meta: AttentionMetadata) -> ForwardContext:
+    def _context(
+        self, positions: torch.Tensor, meta: AttentionMetadata, *groups: AttentionMetadata
+    ) -> ForwardContext:
+        """The layers' context; ``groups``: the layouts of the KV cache groups after the
+        first, whose layout is ``meta``."""
         return ForwardContext(
-            positions=positions, meta=meta, backend=self.backend, kv_caches=self.kv_caches
+            positions=positions,
+            meta=meta,
+            backend=self.backend,
+            kv_caches=self.kv_caches,
+            group_metas=(meta, *groups) if groups else (),
+            cache_groups=self.kv_layout.cache_groups if groups else (),
         )
 
     def _block_bytes(self) -> int:
+        """The bytes of one block id: one block of each cache in a page."""
         elem = torch.empty((), dtype=self.kv_dtype).element_size()
-        per_token = sum(heads * dim for heads, dim in self.model.kv_cache_shapes)
+        per_token = sum(heads * dim for heads, dim in self.kv_layout.slot_shapes)
         return 2 * self.block_size * per_token * elem
 
     def _num_kv_blocks(self, max_model_len: int) -> int:
         if self.config.num_kv_blocks is not None:
             return self.config.num_kv_blocks
-        per_seq = -(-max_model_len // self.block_size)
+        # The engine resolves the step's token budget before it makes the runner.
+        chunk = self.config.max_num_batched_tokens or max_model_len
+        per_seq = self.kv_layout.blocks_per_sequence(max_model_len, chunk, self.block_size)
         if self.device.type == "cuda":
             free, total = torch.cuda.mem_get_info(self.device)
             used = total - free
@@ -222,18 +248,27 @@ class ModelRunner:
             size = self.graphs.size_for(len(seq_lens))  # all decodes: one token each
             if size is not None:
                 return self.graphs.replay(size, batch, in_flight, self.staging)
-        meta = AttentionMetadata(
-            query_start_loc=stage(starts, torch.int32),
-            seq_lens=stage(seq_lens, torch.int32),
-            block_tables=stage(batch.block_tables, torch.int32),
-            slot_mapping=stage(batch.slot_mapping, torch.int64),
-            max_query_len=max(starts[i + 1] - starts[i] for i in range(len(seq_lens))),
-            max_seq_len=max(seq_lens),
-            query_start_loc_host=starts,
-            seq_lens_host=seq_lens,
-        )
-        self.backend.prepare(meta, self.block_size, self.dtype)
-        ctx = self._context(stage(batch.positions, torch.int64), meta)
+        tables = stage(batch.block_tables, torch.int32)
+        slots = stage(batch.slot_mapping, torch.int64)
+        rows, reqs = len(batch.input_ids), len(seq_lens)
+        query_start_loc, lens = stage(starts, torch.int32), stage(seq_lens, torch.int32)
+        max_query_len = max(starts[i + 1] - starts[i] for i in range(reqs))
+        metas = [
+            AttentionMetadata(
+                query_start_loc=query_start_loc,
+                seq_lens=lens,
+                block_tables=tables[g * reqs : (g + 1) * reqs],
+                slot_mapping=slots[g * rows : (g + 1) * rows],
+                max_query_len=max_query_len,
+                max_seq_len=max(seq_lens),
+                query_start_loc_host=starts,
+                seq_lens_host=seq_lens,
+            )
+            for g in range(batch.groups)
+        ]
+        for meta in metas:
+            self.backend.prepare(meta, self.block_size, self.dtype)
+        ctx = self._context(stage(batch.positions, torch.int64), *metas)
         ids = stage(batch.input_ids, torch.int64)
         scatter_in_flight(ids, batch.in_flight, in_flight, self.staging)
         if image_rows is None:

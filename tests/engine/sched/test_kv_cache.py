@@ -178,8 +178,6 @@ def test_a_windowed_group_keeps_only_the_blocks_its_window_reaches():
     assert alloc.num_free_blocks == 64 - 10 - 3
     alloc.free(r)
     assert alloc.num_free_blocks == 64
-    # The bound for chunks at any offset: 9 keys can straddle 4 blocks.
-    assert alloc.blocks_per_sequence(40, 4) == 10 + 4
 
 
 def test_a_prefix_hit_needs_the_window_before_it_in_every_windowed_group():

@@ -32,7 +32,13 @@ class EncoderCache:
         """The runner's input for each request computing its next ``count`` tokens."""
         chunks = [(r, r.num_computed_tokens, n) for r, n in zip(requests, counts)]
         return [
-            SeqInput(r.tokens(s, s + n), s, allocator.block_ids(r), images)
+            SeqInput(
+                r.tokens(s, s + n),
+                s,
+                allocator.block_ids(r),
+                images,
+                group_block_ids=allocator.group_block_ids(r),
+            )
             for (r, s, n), images in zip(chunks, self.step_rows(chunks))
         ]
 

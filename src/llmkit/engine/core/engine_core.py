@@ -60,9 +60,14 @@ class EngineCore:
         self.pooling_config = model.pooling
         self.tokenizer = (tokenizers.get if tokenizers else Tokenizer)(model.info.tokenizer)
         self.max_model_len = model.info.max_model_len
-        self.runner = create_runner(config, model.path, model.hf_config, self.max_model_len)
+        # The runner sizes a windowed layer's blocks by the step's resolved token budget.
+        budget = dataclasses.replace(config, max_num_batched_tokens=model.max_num_batched_tokens)
+        self.runner = create_runner(budget, model.path, model.hf_config, self.max_model_len)
         self.allocator = BlockAllocator(
-            self.runner.num_blocks, config.block_size, config.enable_prefix_caching
+            self.runner.num_blocks,
+            config.block_size,
+            config.enable_prefix_caching,
+            self.runner.kv_layout.windows,
         )
         self.scheduler = Scheduler(
             self.allocator,

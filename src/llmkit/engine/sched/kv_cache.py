@@ -83,15 +83,6 @@ class BlockAllocator:
         """The request's blocks in every group after the first."""
         return self._owned.get(request, [[]])[1:]
 
-    def blocks_per_sequence(self, num_tokens: int, chunk: int) -> int:
-        """The blocks one sequence of ``num_tokens`` needs at most, computed ``chunk``
-        tokens a step: a windowed group holds its window and the chunk."""
-        bs = self.block_size
-        full = -(-num_tokens // bs)
-        return sum(
-            full if w is None else min(full, -(-(w - 1 + chunk) // bs) + 1) for w in self.windows
-        )
-
     def update_block_hashes(self, request: Request) -> None:
         """Extend ``request.block_hashes`` over every full block of its known tokens."""
         if not self.enable_prefix_caching:

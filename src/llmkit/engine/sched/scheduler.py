@@ -186,9 +186,7 @@ class Scheduler:
         loras.add(req.lora_id)
         return True
 
-    def _reserve(
-        self, req: Request, num_new: int, cached: Sequence[Sequence[int]] = ()
-    ) -> bool:
+    def _reserve(self, req: Request, num_new: int, cached: Sequence[Sequence[int]] = ()) -> bool:
         return self.encoder_only or self.allocator.allocate(req, num_new, cached)
 
     def _peek_waiting(self) -> Request | None:

@@ -14,7 +14,9 @@
  * tiles (fused_linear.h); attention splits (row, query head) pairs.
  *
  * The rows are M one-token requests: row m is request m of the block tables (decode steps;
- * speculative proposals are rows of their own). All KV writes of a layer land before any of
+ * speculative proposals are rows of their own). Layers in KV cache groups (sliding-window
+ * layers apart from full ones: model/kv_layout.py) read their group's slots [M] and block
+ * tables [M, width], the groups' one after the other. All KV writes of a layer land before any of
  * its attention reads, so a row sees the rows of its request before it. Called by
  * model/models/llama_fused.py, which checks the layers fit (native formats, float32, one rank).
  */
@@ -33,6 +35,7 @@ typedef struct {
     Act act;                            /* the dense MLP's */
     void *k_cache, *v_cache; /* [blocks, block_size, kv_heads, head_dim], float32 or float16 */
     int64_t window;          /* 0: the whole context */
+    int64_t group;           /* the KV cache group whose slots and block tables it reads */
     float scale, softcap;    /* softcap 0: none */
 } Layer;
 
@@ -98,6 +101,8 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
     const int64_t qkv_n = L->qkv.N, attn_n = NH * D;
     float *score = w->scores + i * w->score_stride;
+    slots += L->group * M;
+    tables += L->group * M * width;
 
     for (int64_t m = m0; m < m1; m++) rms_norm(x + m * H, L->norm1, w->xn + m * H, H, mdl->eps);
     quantize_for(&L->qkv, w->xn, &w->codes, m0, m1);

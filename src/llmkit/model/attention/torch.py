@@ -22,6 +22,8 @@ _DECODE_GROUP = 8
 # Queries per matmul in a prefill chunk's attention: scores of [heads, 128, context] stay in
 # cache; 128 and 256 measured alike, 1150 (all at once) 3x slower on a 1150-token prompt.
 _QUERY_CHUNK = 128
+# Plans kept: a step's KV cache groups' and their parts'; more are earlier steps'.
+_KEPT_PLANS = 16
 
 
 @dataclass
@@ -92,7 +94,9 @@ class TorchAttentionBackend(AttentionBackend):
     name = "torch"
 
     def __init__(self, decode_kernel: bool = True) -> None:
-        self._plan: _TorchPlan | None = None
+        # The step's plans by metadata: one per KV cache group (model/kv_layout.py). A plan
+        # holds its metadata, so an id here names no other while the plan is kept.
+        self._plans: dict[int, _TorchPlan] = {}
         # Built (or found built) here, at start-up, rather than in a request's first step.
         self.decode_kernel = decode_kernel and paged_decode_cpu.load() is not None
 
@@ -107,7 +111,15 @@ class TorchAttentionBackend(AttentionBackend):
         return _TorchPlan.make(meta, block_size, dtype, kernel)
 
     def prepare(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> None:
-        self._plan = self._make_plan(meta, block_size, dtype)
+        self._plan_for(meta, block_size, dtype)
+
+    def _plan_for(self, meta: AttentionMetadata, block_size: int, dtype: torch.dtype) -> _TorchPlan:
+        plan = self._plans.get(id(meta))
+        if plan is None or not plan.fits(meta, block_size, dtype):
+            if len(self._plans) >= _KEPT_PLANS:
+                self._plans.clear()  # earlier steps'
+            plan = self._plans[id(meta)] = self._make_plan(meta, block_size, dtype)
+        return plan
 
     def write_kv(
         self,
@@ -133,12 +145,9 @@ class TorchAttentionBackend(AttentionBackend):
         meta: AttentionMetadata,
         spec: AttentionSpec,
     ) -> torch.Tensor:
-        plan = self._plan
-        block_size = k_cache.shape[1]
-        if plan is None or not plan.fits(meta, block_size, query.dtype):
-            # Used on its own (tests, benchmarks) rather than by the runner, which
-            # prepares each step: plan this metadata now, once, for the calls after.
-            plan = self._plan = self._make_plan(meta, block_size, query.dtype)
+        # Planned by prepare(), or here once for the calls after where the backend is used
+        # on its own (tests, benchmarks) or on a part of the step (the fused decode's rest).
+        plan = self._plan_for(meta, k_cache.shape[1], query.dtype)
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)  # contiguous
         if plan.kernel_decodes is not None and k_cache.dtype not in paged_decode_cpu.KV_DTYPES:
             raise ValueError(f"the CPU decode kernel reads no {k_cache.dtype} KV cache")

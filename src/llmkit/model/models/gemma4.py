@@ -101,6 +101,7 @@ class Gemma4ForCausalLM(LlamaForCausalLM):
         super().__init__(cfg, tp)
         # One cache per layer that keeps its keys and values: all but the shared last ones.
         del self.kv_cache_shapes[cfg.num_hidden_layers - cfg.num_kv_shared_layers :]
+        del self.kv_cache_windows[cfg.num_hidden_layers - cfg.num_kv_shared_layers :]
 
     @classmethod
     def layer_attention(cls, cfg: PretrainedConfig, i: int) -> LayerAttention:

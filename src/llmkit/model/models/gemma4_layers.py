@@ -79,13 +79,13 @@ class Gemma4Attention(nn.Module):
         qkv = self.qkv_proj(x)
         dim, kv_heads = self.head_dim, self.num_kv_heads
         q = apply_rope(self.q_norm(qkv[:, : self.q_size].view(-1, self.num_heads, dim)), rope)
-        k_cache, v_cache = ctx.kv_caches[self.reads]
+        k_cache, v_cache, meta = ctx.kv(self.reads)
         if self.k_norm is not None:
             k = qkv[:, self.q_size : self.q_size + self.kv_size].view(-1, kv_heads, dim)
             v = qkv[:, self.q_size + self.kv_size :].view(-1, kv_heads, dim) if self.has_v else k
             k = apply_rope(self.k_norm(k), rope)
-            ctx.backend.write_kv(k, _rms(v, self.eps), k_cache, v_cache, ctx.meta.slot_mapping)
-        out = ctx.backend.forward(q, k_cache, v_cache, ctx.meta, self.spec)
+            ctx.backend.write_kv(k, _rms(v, self.eps), k_cache, v_cache, meta.slot_mapping)
+        out = ctx.backend.forward(q, k_cache, v_cache, meta, self.spec)
         return self.o_proj(out.reshape(-1, self.q_size))
 
 

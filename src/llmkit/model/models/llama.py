@@ -100,9 +100,9 @@ class LlamaAttention(nn.Module):
             qk = qkv[:, : self.q_size + self.kv_size].view(-1, heads + kv_heads, dim)
             q, k = apply_rope(qk, rope).split([heads, kv_heads], dim=1)
             q = q.contiguous()  # a copy only with several rows; attention reads q whole
-        k_cache, v_cache = ctx.kv_caches[self.layer_idx]
-        ctx.backend.write_kv(k, v, k_cache, v_cache, ctx.meta.slot_mapping)
-        out = ctx.backend.forward(q, k_cache, v_cache, ctx.meta, self.spec)
+        k_cache, v_cache, meta = ctx.kv(self.layer_idx)
+        ctx.backend.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        out = ctx.backend.forward(q, k_cache, v_cache, meta, self.spec)
         return self.o_proj(out.reshape(-1, self.q_size))
 
 
@@ -257,6 +257,7 @@ class LlamaForCausalLM(nn.Module):
         # ``ctx.kv_caches[layer_idx]``; a family may size them per layer, or keep fewer.
         attns = [cast(LlamaAttention, layer.self_attn) for layer in self.model.layers]
         self.kv_cache_shapes = [(a.num_kv_heads, a.head_dim) for a in attns]
+        self.kv_cache_windows = [a.spec.window for a in attns]  # which keys each one keeps
 
     def forward(
         self,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, Protocol
 
 import torch
@@ -25,7 +24,6 @@ from torch import nn
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.build import load_function
-from llmkit.model.attention.base import AttentionMetadata
 from llmkit.model.context import ForwardContext
 from llmkit.model.layers.moe import SparseMoE
 from llmkit.model.layers.norm import RMSNorm
@@ -68,6 +66,7 @@ class _Layer(ctypes.Structure):
         ("k_cache", P),
         ("v_cache", P),
         ("window", I64),
+        ("group", I64),
         ("scale", F32),
         ("softcap", F32),
     ]
@@ -101,7 +100,7 @@ def _mlp(mlp: Any) -> tuple[Linear, Linear, Act, Moe | None] | None:
 
 
 def _layer(
-    layer: Any, caches: tuple[torch.Tensor, torch.Tensor], rotary: Any, eps: float
+    layer: Any, caches: tuple[torch.Tensor, torch.Tensor], group: int, rotary: Any, eps: float
 ) -> tuple[_Layer, Moe | None] | None:
     """A ``LlamaDecoderLayer``'s view for the kernel (and its experts' view, which it points
     to), or None where it does not fit: its norms not float32 of one ``eps``, a weight of
@@ -135,6 +134,7 @@ def _layer(
         k_cache.data_ptr(),
         v_cache.data_ptr(),
         spec.window or 0,
+        group,
         spec.scale,
         spec.softcap or 0.0,
     )
@@ -176,36 +176,39 @@ class FusedDecode:
         if plan is None:
             return None
         if meta.max_query_len == 1 and x.shape[0] == meta.num_reqs:
-            return self._run(plan, x.contiguous(), ctx.positions, meta)
+            return self._run(plan, x.contiguous(), ctx)
         starts = meta.query_start_loc_host
         one = [i for i in range(meta.num_reqs) if starts[i + 1] - starts[i] == 1]
         if not one:
             return None
         out = torch.empty_like(x)
-        decode_meta, rows = meta.select(one)
-        out[rows] = self._run(plan, x[rows], ctx.positions[rows], decode_meta)
+        decodes, rows = ctx.select(one)
+        out[rows] = self._run(plan, x[rows], decodes)
         rest = [i for i in range(meta.num_reqs) if starts[i + 1] - starts[i] > 1]
         if rest:  # (a request with no rows this step needs nothing)
-            other_meta, rows = meta.select(rest)
-            other = replace(ctx, positions=ctx.positions[rows], meta=other_meta)
+            other, rows = ctx.select(rest)
             out[rows] = model.run_layers(x[rows], other)
         return out
 
-    def _run(
-        self, plan: _Plan, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
-    ) -> torch.Tensor:
+    def _run(self, plan: _Plan, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         """Every layer on decode rows ``x`` (contiguous, updated in place)."""
         kernel = load()
         assert kernel is not None  # a plan is made only where it loads
+        meta, groups = ctx.meta, ctx.group_metas
+        # Each KV cache group's slots and block tables, one after the other.
+        slots = torch.cat([m.slot_mapping for m in groups]) if groups else meta.slot_mapping
+        tables = (
+            torch.cat([m.block_tables for m in groups]) if groups else meta.block_tables
+        ).contiguous()
         status = kernel(
             ctypes.byref(plan.model),
             x.data_ptr(),
-            positions.data_ptr(),
-            meta.slot_mapping.data_ptr(),
-            meta.block_tables.data_ptr(),
+            ctx.positions.data_ptr(),
+            slots.data_ptr(),
+            tables.data_ptr(),
             meta.seq_lens.data_ptr(),
             x.shape[0],
-            meta.block_tables.shape[1],
+            tables.shape[1],
             torch.get_num_threads(),
         )
         if status != 0:
@@ -218,7 +221,7 @@ class FusedDecode:
             return self._plan
         if self._unfit is caches:
             return None
-        self._plan = _make_plan(model, caches) if _fits(ctx) else None
+        self._plan = _make_plan(model, caches, ctx.cache_groups) if _fits(ctx) else None
         if self._plan is None:
             self._unfit = caches
         return self._plan
@@ -238,7 +241,8 @@ def _fits(ctx: ForwardContext) -> bool:
     )
 
 
-def _make_plan(model: LlamaStack, kv_caches: list) -> _Plan | None:
+def _make_plan(model: LlamaStack, kv_caches: list, groups: tuple[int, ...]) -> _Plan | None:
+    """``groups``: each cache's KV cache group (none: all read the first)."""
     decoders: list[Any] = list(model.layers)
     attns = [layer.self_attn for layer in decoders]
     shapes = {(a.num_heads, a.num_kv_heads, a.head_dim) for a in attns}
@@ -247,8 +251,8 @@ def _make_plan(model: LlamaStack, kv_caches: list) -> _Plan | None:
     eps = decoders[0].input_layernorm.eps
     rotaries: list[Any] = [model.rotaries[attn.rope] for attn in attns]
     found = [
-        _layer(layer, caches, rotary, eps)
-        for layer, rotary, caches in zip(decoders, rotaries, kv_caches)
+        _layer(layer, caches, groups[i] if groups else 0, rotary, eps)
+        for i, (layer, rotary, caches) in enumerate(zip(decoders, rotaries, kv_caches))
     ]
     views = [view for view in found if view is not None]
     if len(views) != len(decoders):

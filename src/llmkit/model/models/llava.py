@@ -88,6 +88,7 @@ class LlavaForConditionalGeneration(nn.Module):
         self.language_model: LlamaForCausalLM = text_model.model_class()(cfg.text_config)
         self.num_layers = self.language_model.num_layers
         self.kv_cache_shapes = self.language_model.kv_cache_shapes
+        self.kv_cache_windows = self.language_model.kv_cache_windows
         self._vision_params = {
             name for name, _ in self.named_parameters() if not name.startswith("language_model.")
         }
