@@ -13,7 +13,7 @@ from llmkit import LLM, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
 # gpt-oss's tiny model: one 16-token window layer, one whole-context layer.
-PROMPTS = [list(range(5, 505)), list(range(9, 309)), list(range(5, 405)) + [77, 78]]
+PROMPTS = [list(range(5, 505)), list(range(9, 309)), [*range(5, 405), 77, 78]]
 
 
 def _tokens(llm: LLM) -> list[list[int]]:
