@@ -70,11 +70,14 @@ def test_greedy_matches_hf_with_chunked_prefill(arch_case):
 
 def test_greedy_matches_hf_under_preemption(arch_case):
     path, _, prompts, expected = arch_case
-    # Small chunks admit many prompts at once; their growth then runs the pool dry.
-    llm = LLM(path, max_model_len=512, num_kv_blocks=24, max_num_batched_tokens=32)
+    # Small chunks admit many prompts at once; their growth then runs the pool dry: blocks
+    # for one 384-token sequence (24 of each whole-context group, a window of the others').
+    kw = {"max_model_len": 512, "max_num_batched_tokens": 32}
+    pool = LLM(path, **kw)._core.runner.kv_layout.blocks_per_sequence(384, 32, 16)
+    llm = LLM(path, num_kv_blocks=pool, **kw)
     assert _tokens(llm.generate(prompts, GREEDY, use_tqdm=False)) == expected
     assert llm.stats().num_preemptions > 0
-    assert llm.stats().kv_blocks_free == 24
+    assert llm.stats().kv_blocks_free == pool
 
 
 def test_greedy_matches_hf_with_prefix_cache_hits(arch_case):
