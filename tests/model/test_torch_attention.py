@@ -123,9 +123,9 @@ def _check_step(dtype, kv_dtype, tolerance, kv_heads, group, head_dim, decode_ke
         fields["sinks"] = torch.randn(kv_heads * group) * 2
     layer = AttentionSpec(head_dim**-0.5, **fields)
     backend.prepare(meta, BLOCK, dtype)
-    assert backend._plan is not None
+    plan = backend._plan_for(meta, BLOCK, dtype)  # the one prepare() made
     kernel = decode_kernel and dtype == torch.float32 and paged_decode_cpu.load() is not None
-    assert (backend._plan.kernel_decodes is not None) == kernel
+    assert (plan.kernel_decodes is not None) == kernel
     out = backend.forward(torch.cat(queries), k_cache, v_cache, meta, layer)
     assert out.dtype == dtype
     for i, q in enumerate(queries):
@@ -154,8 +154,8 @@ def test_without_a_compiler_the_torch_path_runs(monkeypatch, tmp_path):
         )
         backend = TorchAttentionBackend()
         backend.prepare(meta, BLOCK, torch.float32)
-        assert backend._plan is not None and backend._plan.kernel_decodes is None
-        assert len(backend._plan.decode_groups) == 1
+        plan = backend._plan_for(meta, BLOCK, torch.float32)
+        assert plan.kernel_decodes is None and len(plan.decode_groups) == 1
     finally:
         paged_decode_cpu.load.cache_clear()
 
