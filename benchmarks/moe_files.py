@@ -100,7 +100,8 @@ from llmkit import LLM
 llm = LLM(sys.argv[1], max_model_len=int(sys.argv[2]), max_num_seqs=int(sys.argv[3]))
 load = time.perf_counter() - t
 rss = next(s for s in open("/proc/self/status") if s.startswith("VmRSS:")).split()[1]
-kv = sum(t.nbytes for pair in llm._core.runner.kv_caches for t in pair)
+# Layers of different KV cache groups share tensors (model/kv_layout.py): count each once.
+kv = sum({t.data_ptr(): t.nbytes for pair in llm._core.runner.kv_caches for t in pair}.values())
 print(load, int(rss) / 1024, kv / 2**20)
 """
 

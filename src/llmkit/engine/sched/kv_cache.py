@@ -12,6 +12,7 @@ Layers of sliding-window attention form groups of their own (see :class:`BlockAl
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -20,6 +21,10 @@ from dataclasses import dataclass
 from llmkit.engine.sched.request import Request
 
 NO_BLOCK = -1  # a windowed group's table entry for a block its window has passed
+
+
+def _held(block: int) -> bool:
+    return block != NO_BLOCK
 
 
 def hash_block(parent: bytes, tokens: list[int], extra: bytes = b"") -> bytes:
@@ -187,11 +192,10 @@ class BlockAllocator:
     def _pass_window(self, blocks: list[int], first_kept: int) -> None:
         """Give back a windowed group's blocks before ``first_kept`` (they keep their names,
         findable until reused, most recently passed last)."""
-        for i in range(min(first_kept, len(blocks))):
-            block = blocks[i]
-            if block != NO_BLOCK:
-                blocks[i] = NO_BLOCK
-                self._release(block)
+        # Passed blocks lead the list: start after them, not at the context's first block.
+        for i in range(bisect_left(blocks, True, key=_held), min(first_kept, len(blocks))):
+            self._release(blocks[i])
+            blocks[i] = NO_BLOCK
 
     def _release(self, block: int) -> None:
         self._ref_cnt[block] -= 1
