@@ -12,8 +12,8 @@ Layers of sliding-window attention form groups of their own (see :class:`BlockAl
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_left
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
