@@ -61,14 +61,10 @@ class EngineCore:
         self.tokenizer = (tokenizers.get if tokenizers else Tokenizer)(model.info.tokenizer)
         self.max_model_len = model.info.max_model_len
         # The runner sizes a windowed layer's blocks by the step's resolved token budget.
-        budget = dataclasses.replace(config, max_num_batched_tokens=model.max_num_batched_tokens)
-        self.runner = create_runner(budget, model.path, model.hf_config, self.max_model_len)
-        self.allocator = BlockAllocator(
-            self.runner.num_blocks,
-            config.block_size,
-            config.enable_prefix_caching,
-            self.runner.kv_layout.windows,
-        )
+        cfg = dataclasses.replace(config, max_num_batched_tokens=model.max_num_batched_tokens)
+        runner = self.runner = create_runner(cfg, model.path, model.hf_config, self.max_model_len)
+        prefix, windows = config.enable_prefix_caching, runner.kv_layout.windows
+        self.allocator = BlockAllocator(runner.num_blocks, config.block_size, prefix, windows)
         self.scheduler = Scheduler(
             self.allocator,
             config.max_num_seqs,
