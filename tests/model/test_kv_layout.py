@@ -25,12 +25,20 @@ def test_five_local_layers_to_one_global_make_six_groups_of_one():
     assert layout.blocks_per_sequence(1000, 64, 16) == 63 + 5 * 6
 
 
-def test_a_model_of_one_kind_or_of_mixed_shapes_keeps_one_group():
+def test_caches_of_different_shapes_share_a_slot_at_the_widest():
+    # Gemma 4: its global layers have fewer, wider KV heads than the local ones.
+    layout = plan_kv_layout(
+        [(4, 16), (4, 16), (1, 32), (4, 16), (4, 16), (1, 32)], [16, 16, None] * 2
+    )
+    assert layout.windows == (None, 16, 16)
+    assert layout.cache_groups == (1, 1, 0, 2, 2, 0)
+    assert layout.slot_sizes == (64, 64)  # the global layers' 32 a token fill half a page
+
+
+def test_a_model_of_one_kind_keeps_one_group():
     assert plan_kv_layout([SHAPE] * 3, [None] * 3).windows == (None,)
     mistral = plan_kv_layout([SHAPE] * 3, [4096] * 3)
     assert mistral.windows == (4096,) and mistral.cache_slots == (0, 1, 2)
-    gemma4 = plan_kv_layout([SHAPE, SHAPE, (1, 32)], [16, 16, None])  # wider global heads
-    assert gemma4.windows == (None,) and gemma4.slot_shapes == (SHAPE, SHAPE, (1, 32))
     off = plan_kv_layout([SHAPE] * 2, [128, None], hybrid=False)
     assert off.windows == (None,) and off.layers_per_page == 2
     assert plan_kv_layout([], []).windows == (None,)  # an encoder

@@ -10,9 +10,10 @@ layer position in a group, so layer ``j`` of every group writes tensor pair ``j`
 page is ``layers_per_page`` layers' worth of one block. Every group can then take any free
 page, and the pool is not split in advance between kinds.
 
-Caches of different shapes cannot share a page; a model whose kinds differ in shape
-(Gemma 4: wider global heads) keeps one group of full-context caches, as do models of one
-kind (where that kind is a window, its one group still gives back what the window passed).
+Caches of different shapes share a slot at the larger one's size (Gemma 4's global layers
+have fewer, wider KV heads than its local ones): the smaller cache is a view of each page's
+first bytes, its blocks contiguous and further apart than its own size. A model of one kind
+keeps one group (where that kind is a window, the group still gives back what it passed).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ class KVLayout:
     windows: tuple[int | None, ...]  # per group: its layers' window (None: the whole context)
     cache_groups: tuple[int, ...]  # per KV cache (as the model numbers them): its group
     cache_slots: tuple[int, ...]  # per KV cache: the tensor pair it reads and writes
-    slot_shapes: tuple[Shape, ...]  # per tensor pair
+    slot_sizes: tuple[int, ...]  # per tensor pair: K (or V) elements a token, its widest cache's
 
     @property
     def layers_per_page(self) -> int:
-        return len(self.slot_shapes)
+        return len(self.slot_sizes)
 
     def describe(self) -> str:
         """For the log: the groups, by kind."""
@@ -60,17 +61,19 @@ def plan_kv_layout(shapes: list[Shape], windows: list[int | None], hybrid: bool 
     keeps every cache for the whole context (vLLM's ``disable_hybrid_kv_cache_manager``)."""
     n = len(shapes)
     kinds = sorted(set(windows), key=lambda w: -1 if w is None else w) or [None]
-    if not hybrid or len(set(shapes)) > 1 or len(kinds) == 1:
-        window = kinds[0] if hybrid and len(kinds) == 1 else None
-        return KVLayout((window,), (0,) * n, tuple(range(n)), tuple(shapes))
+    if not hybrid or len(kinds) == 1:
+        window = kinds[0] if hybrid else None
+        own = tuple(heads * dim for heads, dim in shapes)
+        return KVLayout((window,), (0,) * n, tuple(range(n)), own)
     members = {w: [i for i in range(n) if windows[i] == w] for w in kinds}
     size = min(len(m) for m in members.values())
     group_windows: list[int | None] = []
-    groups, slots = [0] * n, [0] * n
+    groups, slots, sizes = [0] * n, [0] * n, [0] * size
     for w in kinds:  # the whole-context kind first: a draft model reads group 0's blocks
         caches = members[w]
         for start in range(0, len(caches), size):
             for slot, cache in enumerate(caches[start : start + size]):
                 groups[cache], slots[cache] = len(group_windows), slot
+                sizes[slot] = max(sizes[slot], shapes[cache][0] * shapes[cache][1])
             group_windows.append(w)
-    return KVLayout(tuple(group_windows), tuple(groups), tuple(slots), (shapes[0],) * size)
+    return KVLayout(tuple(group_windows), tuple(groups), tuple(slots), tuple(sizes))

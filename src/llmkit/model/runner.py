@@ -128,15 +128,24 @@ class ModelRunner:
         self.num_blocks = 0 if self.is_encoder else tp.min(self._num_kv_blocks(max_model_len))
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
         # and 0 * NaN from stale memory would poison them. Caches of the same slot in
-        # different groups share their tensors: a block is one group's at a time.
-        pairs = [
-            (zeroed(shape, self.kv_dtype, self.device), zeroed(shape, self.kv_dtype, self.device))
-            for shape in (
-                (self.num_blocks, self.block_size, heads, dim)
-                for heads, dim in self.kv_layout.slot_shapes
-            )
+        # different groups share its pages (a block is one group's at a time); a narrower
+        # cache than its slot's widest views the front of each page.
+        pages = [
+            [
+                zeroed((self.num_blocks, self.block_size * size), self.kv_dtype, self.device)
+                for _ in "kv"
+            ]
+            for size in self.kv_layout.slot_sizes
         ]
-        self.kv_caches = [pairs[slot] for slot in self.kv_layout.cache_slots]
+        self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for slot, (heads, dim) in zip(self.kv_layout.cache_slots, shapes):
+            k_pages, v_pages = pages[slot]
+            self.kv_caches.append(
+                (
+                    _cache_view(k_pages, self.block_size, heads, dim),
+                    _cache_view(v_pages, self.block_size, heads, dim),
+                )
+            )
         self.staging = Staging(self.device)
         self.graphs = self._capture_graphs(max_model_len, tp)
         logger.info(
@@ -192,7 +201,7 @@ class ModelRunner:
     def _block_bytes(self) -> int:
         """The bytes of one block id: one block of each cache in a page."""
         elem = torch.empty((), dtype=self.kv_dtype).element_size()
-        per_token = sum(heads * dim for heads, dim in self.kv_layout.slot_shapes)
+        per_token = sum(self.kv_layout.slot_sizes)
         return 2 * self.block_size * per_token * elem
 
     def _num_kv_blocks(self, max_model_len: int) -> int:
@@ -303,3 +312,10 @@ class ModelRunner:
         if compute is None:
             raise TypeError("an encoder-only model has no logits")
         return compute(hidden).float()
+
+
+def _cache_view(page: torch.Tensor, block_size: int, heads: int, dim: int) -> torch.Tensor:
+    """A cache ``[blocks, block_size, heads, dim]`` over the front of each of ``page``'s
+    rows (its pages, ``block_size`` tokens of its slot's widest cache: all of it when that
+    is this one)."""
+    return page[:, : block_size * heads * dim].view(page.shape[0], block_size, heads, dim)

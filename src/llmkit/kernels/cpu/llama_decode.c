@@ -127,7 +127,7 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
      * twice the threads one query head an item, so that every thread has work. */
     const int64_t per = M >= 2 * n ? NH : 1, items = M * NH / per;
     const PagedKV kv = {L->k_cache, L->v_cache, mdl->kv_half, mdl->block_size, NH, NKV, D,
-                        L->scale, L->window, L->softcap, L->sinks};
+                        mdl->block_size * NKV * D, L->scale, L->window, L->softcap, L->sinks};
     for (int64_t j = items * i / n; j < items * (i + 1) / n; j++) {
         const int64_t m = j / (NH / per), h0 = j % (NH / per) * per;
         attend_heads(&kv, w->qkv + m * qkv_n, w->attn + m * attn_n, score,

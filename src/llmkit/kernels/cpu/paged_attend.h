@@ -20,6 +20,8 @@
 typedef struct { /* one layer's cache, as a step reads it, and how the layer attends */
     const void *k_cache, *v_cache; /* [blocks, block_size, kv_heads, head_dim] */
     int64_t half, block_size, heads, kv_heads, head_dim;
+    int64_t block_stride; /* elements from one block to the next: a block's slots are
+                             contiguous, blocks may lie further apart (model/kv_layout.py) */
     float scale;
     int64_t window;     /* slots a query sees, itself included; 0: all */
     float softcap;      /* 0: none */
@@ -36,7 +38,7 @@ static void attend_heads(const PagedKV *kv, const float *q, float *out, float *s
     const int64_t t0 = kv->window > 0 && len > kv->window ? len - kv->window : 0;
     float *inv = s + count * len;
     for (int64_t t = t0; t < len; t++) {
-        const int64_t at = ((int64_t)table[t / BS] * BS + t % BS) * stride;
+        const int64_t at = (int64_t)table[t / BS] * kv->block_stride + t % BS * stride;
         const float *k = kv_row(kv->k_cache, kv->half, at, stride, slot);
         for (int64_t g = 0; g < count; g++) {
             const float *qh = q + (h0 + g) * D, *kh = k + (h0 + g) / group * D;
@@ -60,7 +62,7 @@ static void attend_heads(const PagedKV *kv, const float *q, float *out, float *s
     }
     memset(out + h0 * D, 0, sizeof(float) * (size_t)(count * D));
     for (int64_t t = t0; t < len; t++) {
-        const int64_t at = ((int64_t)table[t / BS] * BS + t % BS) * stride;
+        const int64_t at = (int64_t)table[t / BS] * kv->block_stride + t % BS * stride;
         const float *v = kv_row(kv->v_cache, kv->half, at, stride, slot);
         for (int64_t g = 0; g < count; g++) {
             const float p = s[g * len + t], *vh = v + (h0 + g) / group * D;

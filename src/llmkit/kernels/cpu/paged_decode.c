@@ -22,7 +22,7 @@ typedef struct {
     const int32_t *block_tables, *seq_lens;
     const int64_t *reqs, *rows;
     float *out;
-    int64_t num_items, width, block_size, num_heads, num_kv_heads, head_dim;
+    int64_t num_items, width, block_size, num_heads, num_kv_heads, head_dim, block_stride;
     float scale;
     int64_t window;
     float softcap;
@@ -34,9 +34,9 @@ typedef struct {
 static void *run(void *arg) {
     Job *job = (Job *)arg;
     const int64_t H = job->num_heads, D = job->head_dim;
-    const PagedKV kv = {job->k_cache, job->v_cache, job->half, job->block_size, H,
-                        job->num_kv_heads, D, job->scale, job->window, job->softcap,
-                        job->sinks};
+    const PagedKV kv = {job->k_cache,      job->v_cache,  job->half,   job->block_size, H,
+                        job->num_kv_heads, D,             job->block_stride, job->scale,
+                        job->window,       job->softcap,  job->sinks};
     float *scores = NULL, *slot = malloc(sizeof(float) * (size_t)(job->num_kv_heads * D));
     int64_t capacity = 0;
     if (slot == NULL) { job->failed = 1; return NULL; }
@@ -61,8 +61,8 @@ int paged_decode_f32(const float *q, const void *k_cache, const void *v_cache,
                      const int32_t *block_tables, const int32_t *seq_lens, const int64_t *reqs,
                      const int64_t *rows, float *out, int64_t num_reqs, int64_t width,
                      int64_t block_size, int64_t num_heads, int64_t num_kv_heads,
-                     int64_t head_dim, float scale, int64_t window, float softcap,
-                     const float *sinks, int64_t half, int64_t num_threads) {
+                     int64_t head_dim, int64_t block_stride, float scale, int64_t window,
+                     float softcap, const float *sinks, int64_t half, int64_t num_threads) {
     Job jobs[64];
     const int64_t items = num_reqs;
     int64_t n = num_threads < 1 ? 1 : (num_threads > 64 ? 64 : num_threads);
@@ -70,7 +70,7 @@ int paged_decode_f32(const float *q, const void *k_cache, const void *v_cache,
     for (int64_t i = 0; i < n; i++) {
         jobs[i] = (Job){q, k_cache, v_cache, block_tables, seq_lens, reqs, rows, out,
                         items, width, block_size, num_heads, num_kv_heads, head_dim,
-                        scale, window, softcap, sinks, half, i, n, 0};
+                        block_stride, scale, window, softcap, sinks, half, i, n, 0};
     }
 #pragma omp parallel num_threads((int)n)
     {

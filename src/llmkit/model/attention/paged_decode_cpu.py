@@ -28,7 +28,7 @@ KV_DTYPES = (torch.float32, torch.float16)  # the caches the kernel reads
 @functools.cache
 def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built or loaded here."""
-    argtypes = [_P] * 8 + [_I64] * 6 + [ctypes.c_float, _I64, ctypes.c_float, _P, _I64, _I64]
+    argtypes = [_P] * 8 + [_I64] * 7 + [ctypes.c_float, _I64, ctypes.c_float, _P, _I64, _I64]
     return load_function(SOURCE, "paged_decode_f32", argtypes)
 
 
@@ -47,7 +47,7 @@ def paged_decode(
     as ``spec`` says (its window, soft-cap and sinks).
 
     ``query``/``out`` ``[T, H, D]``, caches ``[blocks, block_size, H_kv, D]`` (float32 or
-    float16),
+    float16; each block contiguous, blocks perhaps further apart: ``model/kv_layout.py``),
     ``block_tables`` ``[B, W]`` and ``seq_lens`` ``[B]`` int32, ``reqs``/``rows`` int64.
     """
     kernel = load()
@@ -58,7 +58,7 @@ def paged_decode(
         ((block_tables, seq_lens), torch.int32),
         ((reqs, rows), torch.int64),
     ):
-        if not all(t.dtype == dtype and t.is_contiguous() and t.is_cpu for t in tensors):
+        if not all(t.dtype == dtype and _contiguous(t) and t.is_cpu for t in tensors):
             raise ValueError("paged_decode takes contiguous CPU tensors of the documented dtypes")
     block_size, num_kv_heads, head_dim = k_cache.shape[1:]
     sinks = None if spec.sinks is None else spec.sinks.float().contiguous()
@@ -77,6 +77,7 @@ def paged_decode(
         query.shape[1],
         num_kv_heads,
         head_dim,
+        k_cache.stride(0),
         spec.scale,
         spec.window or 0,
         spec.softcap or 0.0,
@@ -86,3 +87,8 @@ def paged_decode(
     )
     if status != 0:
         raise MemoryError("the CPU decode-attention kernel ran out of memory")
+
+
+def _contiguous(t: torch.Tensor) -> bool:
+    """Contiguous, or a KV cache whose blocks are (the pages of a shared pool)."""
+    return t.is_contiguous() or (t.dim() == 4 and t[0].is_contiguous())

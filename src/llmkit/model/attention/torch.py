@@ -134,6 +134,11 @@ class TorchAttentionBackend(AttentionBackend):
             keep = slot_mapping >= 0
             key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
         # A cache of another dtype (kv_cache_dtype) takes the rows rounded to it.
+        if not k_cache.is_contiguous():  # a view of larger pages (model/kv_layout.py)
+            block_size = k_cache.shape[1]
+            at = (slot_mapping // block_size, slot_mapping % block_size)
+            k_cache[at], v_cache[at] = key.to(k_cache), value.to(v_cache)
+            return
         k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, key.to(k_cache))
         v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value.to(v_cache))
 
