@@ -20,6 +20,7 @@ from llmkit.model.gguf.native import default_native, linears_only
 from llmkit.model.kv_layout import plan_kv_layout
 from llmkit.model.layers.packed import can_pack, pack_linears
 from llmkit.model.layers.quant import HEAD_METHODS, quantize_head, quantize_linears
+from llmkit.model.layers.rotary import RotaryEmbedding
 from llmkit.model.loader import load_model, model_class
 from llmkit.model.lora import LoRAModel
 from llmkit.model.parallel import SINGLE, TensorParallel
@@ -98,6 +99,9 @@ class ModelRunner:
             else linears_only(table, method, group, projections)  # a GGUF's Q4 layers as they are
         )
         self.model = load_model(model_path, hf_config, self.dtype, self.device, tp, native)
+        for module in cast(nn.Module, self.model).modules():
+            if isinstance(module, RotaryEmbedding):
+                module.trim(max_model_len)  # positions never reach past the context
         quantized = bool(native.tensors) or method is not None
         self.kv_dtype = resolve_kv_dtype(config, self.dtype, self.device, quantized)
         if method is not None:

@@ -60,6 +60,13 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor) -> Rope:
         return self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
 
+    def trim(self, max_positions: int) -> None:
+        """Keep the rows of the first ``max_positions`` only (the engine's context: a table
+        for gpt-oss's 131072 positions is 64 MiB)."""
+        if max_positions < self.cos.shape[0]:
+            self.cos = self.cos[:max_positions].clone()
+            self.sin = self.sin[:max_positions].clone()
+
 
 def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
     """RoPE in the rotate-half layout on ``x`` ``[T, heads, head_dim]``, computed in fp32.
