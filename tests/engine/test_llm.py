@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from llmkit import LLM, EngineConfig, SamplingParams
+from llmkit.errors import RequestFailedError
 
 GREEDY = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
 
@@ -181,4 +182,15 @@ def test_sharded_checkpoints_load(tiny_model, tmp_path):
     expected = LLM(tiny_model).generate("Hello", GREEDY, use_tqdm=False)[0].outputs[0].token_ids
     assert (
         LLM(str(path)).generate("Hello", GREEDY, use_tqdm=False)[0].outputs[0].token_ids == expected
+    )
+
+
+def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_waiting_forever(tiny_model):
+    llm = LLM(tiny_model, max_model_len=512, num_kv_blocks=4, max_num_batched_tokens=32)
+    params = SamplingParams(max_tokens=4, temperature=0)
+    with pytest.raises(RequestFailedError, match="more KV cache than the engine holds"):
+        llm.generate([list(range(5, 200))], params, use_tqdm=False)
+    # The engine goes on: a prompt that fits runs.
+    assert (
+        len(llm.generate([list(range(5, 20))], params, use_tqdm=False)[0].outputs[0].token_ids) == 4
     )

@@ -116,3 +116,23 @@ def test_a_step_holds_at_most_max_loras_adapters():
     _run_step(sched, out)
     out = sched.schedule()
     assert {r.request_id for r in out.requests} == {"a1", "base", "a2", "c"}
+
+
+def test_a_request_that_cannot_fit_even_alone_is_handed_back_unfit():
+    # 4 blocks of 4 tokens: 16 tokens in all.
+    whole = Scheduler(BlockAllocator(4, 4), max_num_seqs=4, max_num_batched_tokens=64)
+    whole.add(Request("big", list(range(20))))
+    whole.add(Request("small", list(range(6))))
+    out = whole.schedule()
+    assert [r.request_id for r in out.unfit] == ["big"]
+    assert [r.request_id for r in out.requests] == ["small"]
+    # Chunked: the first chunks fit, and then the request alone runs the pool dry.
+    chunked = Scheduler(BlockAllocator(4, 4), max_num_seqs=4, max_num_batched_tokens=8)
+    big = Request("big", list(range(20)))
+    chunked.add(big)
+    for _ in range(2):
+        out = chunked.schedule()
+        assert out.requests == [big] and not out.unfit
+        chunked.advance(out)
+    out = chunked.schedule()
+    assert out.unfit == [big] and not out.requests and not out.preempted

@@ -60,7 +60,6 @@ class EngineCore:
         self.pooling_config = model.pooling
         self.tokenizer = (tokenizers.get if tokenizers else Tokenizer)(model.info.tokenizer)
         self.max_model_len = model.info.max_model_len
-        # The runner sizes a windowed layer's blocks by the step's resolved token budget.
         cfg = dataclasses.replace(config, max_num_batched_tokens=model.max_num_batched_tokens)
         runner = self.runner = create_runner(cfg, model.path, model.hf_config, self.max_model_len)
         prefix, windows = config.enable_prefix_caching, runner.kv_layout.windows
@@ -206,6 +205,7 @@ class EngineCore:
         if self.spec is not None:
             self.spec.propose(self.scheduler.running)
         sched = self.scheduler.schedule()
+        touched += self._table.fail(sched.unfit, self.scheduler.unfit_error())
         self._preemptions += len(sched.preempted)
         launched = None
         if sched:

@@ -30,6 +30,8 @@ class SchedulerOutput:
     requests: list[Request] = field(default_factory=list)
     num_new_tokens: list[int] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
+    # Requests that cannot fit in the KV cache even alone: the engine fails them.
+    unfit: list[Request] = field(default_factory=list)
 
     @property
     def total_tokens(self) -> int:
@@ -130,6 +132,10 @@ class Scheduler:
                     num_new -= len(req.spec_token_ids)
                     req.spec_token_ids.clear()
                     continue
+                if len(self.running) == 1:  # alone, and still no room: never will be
+                    out.unfit.append(req)
+                    i += 1
+                    break
                 victim = max(self.running, key=Request.sort_key)
                 budget += self._preempt(victim, out, scheduled)
                 if victim is req:
@@ -162,6 +168,9 @@ class Scheduler:
                     break
                 num_new = budget
             if not self._reserve(req, num_new, cached):
+                if not self.running:  # every block is free, and still no room
+                    out.unfit.append(heapq.heappop(self._waiting)[1])
+                    continue
                 break
             heapq.heappop(self._waiting)
             self._queued.remove(req)
@@ -176,6 +185,14 @@ class Scheduler:
         for entry in passed:
             heapq.heappush(self._waiting, entry)
         return out
+
+    def unfit_error(self) -> str:
+        """What a request that cannot fit in the KV cache fails with."""
+        blocks = self.allocator.num_blocks
+        return (
+            f"the request needs more KV cache than the engine holds ({blocks} blocks of "
+            f"{self.allocator.block_size} tokens); shorten it, or give the KV cache more memory"
+        )
 
     def _lora_fits(self, req: Request, loras: set[int]) -> bool:
         """Whether ``req``'s adapter can join the step's (and, if so, counts it in)."""
