@@ -45,6 +45,9 @@ SPECS = {
     # Six layers: llama.cpp's Gemma 3 pattern, five local then one global.
     "gemma3_text": ModelSpec(architecture="gemma3_text", head_dim=16, num_layers=6),
     "gemma4_text": ModelSpec(architecture="gemma4_text", head_dim=16, num_layers=6),
+    # Three Gated DeltaNet layers, then gated full attention: one KV cache, three states.
+    "qwen3_5_text": ModelSpec(architecture="qwen3_5_text", head_dim=16, num_layers=4),
+    "qwen3_5_moe_text": ModelSpec(architecture="qwen3_5_moe_text", head_dim=16, num_layers=4),
 }
 
 

@@ -16,8 +16,9 @@ from llmkit.errors import EngineDeadError
 from llmkit.executor.channel import StepChannel
 from llmkit.executor.group import make_group
 from llmkit.executor.processes import WorkerProcesses
+from llmkit.model.device import resolve_device
 from llmkit.model.loader import check_tensor_parallel, model_class
-from llmkit.model.runner import ModelRunner, StepBatch, resolve_device
+from llmkit.model.runner import ModelRunner, StepBatch
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from llmkit.model.lora_adapter import LoRAAdapter
+from llmkit.model.state_ops import StateOps
 
 
 @dataclass
@@ -18,6 +19,7 @@ class SeqInput:
     (still on the device) that is this sequence's last input token; -1: all are known.
     ``group_block_ids``: the blocks of every KV cache group after the first
     (``model/kv_layout.py``), where a windowed group's passed blocks are ``-1``.
+    ``state``: a hybrid model's work on the sequence's recurrent state slot.
     """
 
     token_ids: list[int]
@@ -27,6 +29,7 @@ class SeqInput:
     lora: LoRAAdapter | None = None
     in_flight_row: int = -1
     group_block_ids: list[list[int]] = field(default_factory=list)
+    state: StateOps | None = None
 
 
 @dataclass
@@ -46,6 +49,7 @@ class StepBatch:
     # (flat index, row of the previous step's sampled tokens) for each input token in flight
     in_flight: list[tuple[int, int]] = field(default_factory=list)
     groups: int = 1
+    states: list[StateOps | None] = field(default_factory=list)  # a hybrid's, per sequence
 
 
 def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
@@ -75,4 +79,7 @@ def flatten(seqs: list[SeqInput], bs: int) -> StepBatch:
             # A windowed group's passed blocks (-1) lead its row; attention never reads them.
             row = [max(b, 0) for b in blocks] if blocks and blocks[0] < 0 else blocks
             tables.append(row + [0] * (width - len(row)))
-    return StepBatch(input_ids, positions, slots, starts, seq_lens, tables, in_flight, groups)
+    states = [seq.state for seq in seqs]
+    return StepBatch(
+        input_ids, positions, slots, starts, seq_lens, tables, in_flight, groups, states
+    )

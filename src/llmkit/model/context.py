@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from llmkit.model.attention.base import AttentionBackend, AttentionMetadata
+from llmkit.model.recurrent import StepStates
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ForwardContext:
     # ``meta``), and each KV cache's group. Empty: every cache reads ``meta``.
     group_metas: tuple[AttentionMetadata, ...] = ()
     cache_groups: tuple[int, ...] = ()
+    states: StepStates | None = None  # a hybrid model's linear-attention layers' slots
 
     def kv(self, cache: int) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
         """KV cache ``cache``'s tensors and the layout (block tables, slots) it is read by."""
@@ -36,4 +38,5 @@ class ForwardContext:
             positions=self.positions[rows],
             meta=meta,
             group_metas=(meta, *groups) if self.group_metas else (),
+            states=None if self.states is None else self.states.select(reqs),
         ), rows

@@ -52,6 +52,7 @@ class Architecture:
     # What llama.cpp's converter added to every norm weight (Gemma 3's ``1 + w`` norms),
     # taken off again as the file's tensors are read, so that they are the checkpoint's.
     gguf_norm_shift: float = 0.0
+    gguf_unshifted: tuple[str, ...] = ()  # norms (name endings) the converter left alone
     # Config fields of the demo builder's tiny models only (small expert counts, windows
     # shorter than the tests' prompts), beside the ModelSpec's shape.
     demo: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -76,6 +77,35 @@ _GEMMA_NORMS = MappingProxyType(
         "post_attention_norm": "post_attention_layernorm",
         "ffn_norm": "pre_feedforward_layernorm",
         "post_ffw_norm": "post_feedforward_layernorm",
+    }
+)
+
+# Qwen3.5's linear-attention layers as llama.cpp names them (its converter writes A_log as
+# ssm_a = -exp(A_log), the model turns it back), and the norm after attention.
+_QWEN35_TENSORS = MappingProxyType(
+    {
+        "post_attention_norm": "post_attention_layernorm",
+        "attn_qkv": "linear_attn.in_proj_qkv",
+        "attn_gate": "linear_attn.in_proj_z",
+        "ssm_beta": "linear_attn.in_proj_b",
+        "ssm_alpha": "linear_attn.in_proj_a",
+        "ssm_out": "linear_attn.out_proj",
+        "ssm_norm": "linear_attn.norm",
+        "ssm_conv1d": "linear_attn.conv1d",
+        "ssm_dt": "linear_attn.dt",
+        "ssm_a": "linear_attn.ssm_a",
+    }
+)
+# Three linear-attention layers, then a full-attention one; two value heads a key head, of
+# another size than the keys', so that every head mapping is observable.
+_QWEN35_DEMO = MappingProxyType(
+    {
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 8,
+        "linear_conv_kernel_dim": 4,
     }
 )
 
@@ -212,6 +242,49 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                         "rope_theta": 1e6,
                     },
                 },
+            }
+        ),
+    ),
+    Architecture(
+        "Qwen3_5ForCausalLM",
+        "qwen3_5_text",
+        "qwen3_5",
+        "Qwen3_5TextConfig",
+        gguf="qwen35",
+        gguf_tensors=_QWEN35_TENSORS,
+        gguf_config=families.qwen35,
+        gguf_norm_shift=1.0,
+        gguf_unshifted=("linear_attn.norm.weight",),
+        demo=_QWEN35_DEMO,
+    ),
+    Architecture(
+        "Qwen3_5MoeForCausalLM",
+        "qwen3_5_moe_text",
+        "qwen3_5",
+        "Qwen3_5MoeTextConfig",
+        gguf="qwen35moe",
+        gguf_keys=MappingProxyType(
+            {**_MOE_KEYS, "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}
+        ),
+        gguf_tensors=MappingProxyType(
+            {
+                **_QWEN35_TENSORS,
+                "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+                "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+                "ffn_up_shexp": "mlp.shared_expert.up_proj",
+                "ffn_down_shexp": "mlp.shared_expert.down_proj",
+            }
+        ),
+        gguf_config=families.qwen35,
+        gguf_norm_shift=1.0,
+        gguf_unshifted=("linear_attn.norm.weight",),
+        demo=MappingProxyType(
+            {
+                **_QWEN35_DEMO,
+                "num_experts": 8,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 32,
+                "shared_expert_intermediate_size": 48,
             }
         ),
     ),

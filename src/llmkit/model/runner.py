@@ -15,6 +15,7 @@ from llmkit.model.context import ForwardContext
 from llmkit.model.cpu_kernels import build_cpu_kernels
 from llmkit.model.cpu_memory import keep_freed_memory, zeroed
 from llmkit.model.cuda_graphs import DecodeGraphs
+from llmkit.model.device import resolve_device, resolve_dtype, resolve_kv_dtype
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.native import default_native, linears_only
 from llmkit.model.kv_layout import plan_kv_layout
@@ -24,51 +25,13 @@ from llmkit.model.layers.rotary import RotaryEmbedding
 from llmkit.model.loader import load_model, model_class
 from llmkit.model.lora import LoRAModel
 from llmkit.model.parallel import SINGLE, TensorParallel
+from llmkit.model.recurrent import RecurrentStates
 from llmkit.model.transfer import Staging, scatter_in_flight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 logger = logging.getLogger(__name__)
-
-
-def resolve_device(config: EngineConfig) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but no CUDA device is available")
-    return torch.device(config.device)
-
-
-def resolve_kv_dtype(
-    config: EngineConfig, dtype: torch.dtype, device: torch.device, quantized: bool
-) -> torch.dtype:
-    """The KV cache's dtype: ``kv_cache_dtype``; with auto, float16 for a quantized model on
-    CPU (its keys and values are an int8-activation model's: half the bytes a token), else
-    the model's. On GPU the attention kernels read the model's dtype only."""
-    if config.kv_cache_dtype == "auto":
-        return torch.float16 if device.type == "cpu" and quantized else dtype
-    kv: torch.dtype = getattr(torch, config.kv_cache_dtype)
-    if device.type != "cpu" and kv != dtype:
-        raise ValueError(
-            f"kv_cache_dtype={config.kv_cache_dtype!r} differs from the model's {dtype}, "
-            "which only the CPU's attention supports"
-        )
-    return kv
-
-
-def resolve_dtype(
-    config: EngineConfig, hf_config: PretrainedConfig, device: torch.device
-) -> torch.dtype:
-    if config.dtype != "auto":
-        # EngineConfig allows only names that torch's dtypes carry.
-        dtype: torch.dtype = getattr(torch, config.dtype)
-        return dtype
-    if device.type == "cpu":
-        return torch.float32  # half-precision matmuls are slow on most CPUs
-    # vLLM's rule: keep bf16 checkpoints in bf16, serve fp32/fp16 ones in fp16.
-    stored = getattr(hf_config, "torch_dtype", None) or getattr(hf_config, "dtype", None)
-    return torch.bfloat16 if stored in (torch.bfloat16, "bfloat16") else torch.float16
 
 
 class ModelRunner:
@@ -128,8 +91,16 @@ class ModelRunner:
             for w in getattr(self.model, "kv_cache_windows", [None] * len(shapes))
         ]
         self.kv_layout = plan_kv_layout(shapes, windows, not config.disable_hybrid_kv_cache_manager)
+        budget = self._kv_budget()
+        # A hybrid's linear-attention states come out of the KV cache's budget first; they
+        # bound how many requests run at once.
+        self.states = RecurrentStates.for_model(self.model, config, budget, self.device)
+        self.max_running = self.states.max_running if self.states else config.max_num_seqs
+        budget -= self.states.nbytes if self.states else 0
         # Every rank reads the same block tables, so all must hold as many blocks.
-        self.num_blocks = 0 if self.is_encoder else tp.min(self._num_kv_blocks(max_model_len))
+        self.num_blocks = (
+            0 if self.is_encoder else tp.min(self._num_kv_blocks(max_model_len, budget))
+        )
         # Zeroed, not empty: padded reads in attention multiply masked slots by zero weight,
         # and 0 * NaN from stale memory would poison them. Caches of the same slot in
         # different groups share its pages (a block is one group's at a time); a narrower
@@ -153,7 +124,7 @@ class ModelRunner:
         self.staging = Staging(self.device)
         self.graphs = self._capture_graphs(max_model_len, tp)
         logger.info(
-            "model on %s in %s, %s attention, %d KV blocks of %d tokens in %s, %s, %s",
+            "model on %s in %s, %s attention, %d KV blocks of %d tokens in %s, %s, %s%s",
             self.device,
             self.dtype,
             self.backend.name,
@@ -162,6 +133,7 @@ class ModelRunner:
             self.kv_dtype,
             self.kv_layout.describe(),
             f"CUDA graphs for {self.graphs.sizes}" if self.graphs else "no CUDA graphs",
+            f", {self.states.describe()}" if self.states else "",
         )
 
     def _capture_graphs(self, max_model_len: int, tp: TensorParallel) -> DecodeGraphs | None:
@@ -208,23 +180,24 @@ class ModelRunner:
         per_token = sum(self.kv_layout.slot_sizes)
         return 2 * self.block_size * per_token * elem
 
-    def _num_kv_blocks(self, max_model_len: int) -> int:
+    def _kv_budget(self) -> int:
+        """The bytes the KV cache (and a hybrid's states) may take."""
+        if self.device.type != "cuda":
+            return int(self.config.cpu_kv_cache_gib * (1 << 30))
+        free, total = torch.cuda.mem_get_info(self.device)
+        # Room for activations of the largest step.
+        return int(self.config.gpu_memory_utilization * total - (total - free)) - (256 << 20)
+
+    def _num_kv_blocks(self, max_model_len: int, budget: int) -> int:
         if self.config.num_kv_blocks is not None:
             return self.config.num_kv_blocks
         # The engine resolves the step's token budget before it makes the runner.
         chunk = self.config.max_num_batched_tokens or max_model_len
         per_seq = self.kv_layout.blocks_per_sequence(max_model_len, chunk, self.block_size)
-        if self.device.type == "cuda":
-            free, total = torch.cuda.mem_get_info(self.device)
-            used = total - free
-            budget = self.config.gpu_memory_utilization * total - used
-            # Room for activations of the largest step.
-            budget -= 256 * 1024 * 1024
-            blocks = int(budget // self._block_bytes())
-        else:
-            blocks = int(self.config.cpu_kv_cache_gib * (1 << 30) // self._block_bytes())
+        blocks = budget // self._block_bytes()
+        if self.device.type != "cuda":
             # More than every sequence at full length can ever use is wasted memory.
-            blocks = min(blocks, per_seq * self.config.max_num_seqs)
+            blocks = min(blocks, per_seq * self.max_running)
         if blocks < per_seq:
             raise ValueError(
                 f"the KV cache holds {blocks} blocks of {self.block_size} tokens, fewer than one "
@@ -282,6 +255,8 @@ class ModelRunner:
         for meta in metas:
             self.backend.prepare(meta, self.block_size, self.dtype)
         ctx = self._context(stage(batch.positions, torch.int64), *metas)
+        if self.states is not None:
+            ctx.states = self.states.step(batch.states, self.device)
         ids = stage(batch.input_ids, torch.int64)
         scatter_in_flight(ids, batch.in_flight, in_flight, self.staging)
         if image_rows is None:

@@ -19,6 +19,7 @@ class ModelShape:
     sliding_window: int | None = None  # keys a windowed layer sees; None: none is windowed
     windowed_layers: int = 0
     num_layers: int = 0
+    recurrent_layers: int = 0  # linear attention with a state per sequence (Gated DeltaNet)
 
     def describe(self) -> str:
         """E.g. ``GptOssForCausalLM, 32 experts (4 a token), window 128 on 12 of 24 layers``."""
@@ -28,6 +29,9 @@ class ModelShape:
         if self.sliding_window is not None:
             layers = f"{self.windowed_layers} of {self.num_layers} layers"
             parts.append(f"window {self.sliding_window} on {layers}")
+        if self.recurrent_layers:
+            layers = f"{self.recurrent_layers} of {self.num_layers} layers"
+            parts.append(f"linear attention (Gated DeltaNet) on {layers}")
         return ", ".join(parts)
 
 
@@ -45,6 +49,7 @@ def model_shape(cls: type[Any], cfg: PretrainedConfig) -> ModelShape:
         sliding_window=max(windowed) if windowed else None,
         windowed_layers=len(windowed),
         num_layers=layers,
+        recurrent_layers=list(getattr(cfg, "layer_types", None) or []).count("linear_attention"),
     )
 
 

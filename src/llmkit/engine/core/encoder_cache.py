@@ -38,6 +38,7 @@ class EncoderCache:
                 allocator.block_ids(r),
                 images,
                 group_block_ids=allocator.group_block_ids(r),
+                state=allocator.state_ops(r),
             )
             for (r, s, n), images in zip(chunks, self.step_rows(chunks))
         ]

@@ -13,11 +13,7 @@ import torch
 
 from llmkit.config import EngineConfig
 from llmkit.engine.core.encoder_cache import EncoderCache
-from llmkit.engine.core.launch import (
-    Launched,
-    Launcher,
-    resolve_async_scheduling,
-)
+from llmkit.engine.core.launch import Launched, Launcher, resolve_async_scheduling
 from llmkit.engine.core.lora_store import LoRAStore
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.pooling import pool_step
@@ -36,8 +32,8 @@ from llmkit.errors import EngineDeadError
 from llmkit.executor.runner import create_runner
 from llmkit.lora_request import LoRARequest
 from llmkit.model.cpu_kernels import start_cpu_kernel_builds
+from llmkit.model.device import resolve_device
 from llmkit.model.lora_adapter import LoRAAdapter
-from llmkit.model.runner import resolve_device
 from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import SpecDecodeCounts
 
@@ -63,10 +59,13 @@ class EngineCore:
         cfg = dataclasses.replace(config, max_num_batched_tokens=model.max_num_batched_tokens)
         runner = self.runner = create_runner(cfg, model.path, model.hf_config, self.max_model_len)
         prefix, windows = config.enable_prefix_caching, runner.kv_layout.windows
-        self.allocator = BlockAllocator(runner.num_blocks, config.block_size, prefix, windows)
+        states = runner.states.num_slots if runner.states else 0
+        self.allocator = BlockAllocator(
+            runner.num_blocks, config.block_size, prefix, windows, states
+        )
         self.scheduler = Scheduler(
             self.allocator,
-            config.max_num_seqs,
+            runner.max_running,
             model.max_num_batched_tokens,
             config.enable_chunked_prefill,
             encoder_only=model.info.is_encoder,

@@ -39,6 +39,12 @@ def resolve(config: EngineConfig) -> ResolvedModel:
     max_model_len = _max_model_len(config, text_config, task, pooling)
     shape = model_shape(cls, text_config)
     logger.info("model %s: %s", config.model, shape.describe())
+    if config.speculative_config is not None and shape.recurrent_layers:
+        # A rejected proposal would have to be taken back out of the recurrent state.
+        raise ValueError(
+            f"speculative decoding does not run on {shape.architecture} yet: its linear-"
+            "attention layers keep a recurrent state that rejected tokens cannot be removed from"
+        )
     info = ModelInfo(
         name=config.model,
         tokenizer=resolve_tokenizer(config.tokenizer) if config.tokenizer else path,

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmkit.engine.sched.request import Request
+from llmkit.engine.sched.state_cache import StateCache
+from llmkit.model.state_ops import StateOps
 
 NO_BLOCK = -1  # a windowed group's table entry for a block its window has passed
 
@@ -53,6 +55,10 @@ class BlockAllocator:
     sees) keeps only the blocks its window can still reach and gives the older ones back,
     leaving ``NO_BLOCK`` in their place. All groups draw from the one pool, so a long context
     costs the full-attention groups' blocks plus a window's worth per windowed group.
+
+    ``state_slots``: a hybrid model's recurrent state slots, which follow the blocks: taken with a
+    request's first blocks, given back with them, a prefix hit only where a checkpoint
+    holds the state after it (``state_cache.py``).
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class BlockAllocator:
         block_size: int,
         enable_prefix_caching: bool = True,
         windows: Sequence[int | None] = (None,),
+        state_slots: int = 0,
     ):
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -74,6 +81,9 @@ class BlockAllocator:
         self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self._owned: dict[Request, list[list[int]]] = {}
         self.stats = PrefixCacheStats()
+        self.states = (
+            StateCache(state_slots, block_size, enable_prefix_caching) if state_slots else None
+        )
 
     @property
     def num_free_blocks(self) -> int:
@@ -87,6 +97,10 @@ class BlockAllocator:
     def group_block_ids(self, request: Request) -> list[list[int]]:
         """The request's blocks in every group after the first."""
         return self._owned.get(request, [[]])[1:]
+
+    def state_ops(self, request: Request) -> StateOps | None:
+        """The step's work on the request's recurrent state (a hybrid model's)."""
+        return None if self.states is None else self.states.ops(request)
 
     def update_block_hashes(self, request: Request) -> None:
         """Extend ``request.block_hashes`` over every full block of its known tokens."""
@@ -122,6 +136,8 @@ class BlockAllocator:
                 (self._window_hit(g, hashes, hit) for g, w in enumerate(self.windows) if w),
                 default=hit,
             )
+            if self.states is not None:
+                cut = self.states.resumable(hashes, cut)
             if cut == hit:
                 break
             hit = cut
@@ -175,6 +191,7 @@ class BlockAllocator:
         needed = [total - len(o) - len(c) for o, c in zip(owned, taken)]
         if not cached and max(needed) <= 0:  # most decode steps: the last block has room
             self._register_full_blocks(request, owned, end)
+            self._plan_state(request, start, end, 0)
             return True
         revived = sum(1 for c in taken for b in c if b != NO_BLOCK and self._ref_cnt[b] == 0)
         if sum(max(n, 0) for n in needed) + revived > len(self._free):
@@ -187,7 +204,13 @@ class BlockAllocator:
             owned[g] += taken[g] + [self._take_free() for _ in range(max(needed[g], 0))]
         self._owned[request] = owned
         self._register_full_blocks(request, owned, end)
+        self._plan_state(request, start, end, len(taken[0]))
         return True
+
+    def _plan_state(self, request: Request, start: int, end: int, hit: int) -> None:
+        if self.states is not None:
+            resume = request.block_hashes[hit - 1] if hit else None
+            self.states.plan(request, start, end, resume)
 
     def _pass_window(self, blocks: list[int], first_kept: int) -> None:
         """Give back a windowed group's blocks before ``first_kept`` (they keep their names,
@@ -205,8 +228,11 @@ class BlockAllocator:
                 # Nothing to find in it: reuse it before any cached block.
                 self._free.move_to_end(block, last=False)
 
-    def free(self, request: Request) -> None:
-        """Drop the request's references; its tail blocks become the first to be reused."""
+    def free(self, request: Request, sound: bool = True) -> None:
+        """Drop the request's references; its tail blocks become the first to be reused.
+        ``sound=False``: its states are suspect (it failed), so none is kept as a checkpoint."""
+        if self.states is not None:
+            self.states.release(request, keep=sound)
         for blocks in self._owned.pop(request, []):
             for block in reversed(blocks):
                 if block != NO_BLOCK:
@@ -226,7 +252,7 @@ class BlockAllocator:
     def forget(self, request: Request) -> None:
         """Free the request and unname its blocks that nobody else holds (their KV is suspect)."""
         blocks = [b for group in self._owned.get(request, []) for b in group if b != NO_BLOCK]
-        self.free(request)
+        self.free(request, sound=False)
         for block in blocks:
             if self._ref_cnt[block] == 0:
                 self._unname(block)
@@ -238,6 +264,8 @@ class BlockAllocator:
         named = [block for block in self._free if self._hash[block] is not None]
         for block in named:
             self._unname(block)
+        if self.states is not None:
+            self.states.reset()
         return len(named)
 
     def _take_free(self) -> int:
@@ -253,6 +281,8 @@ class BlockAllocator:
             cached = self._cached[self._group[block]]
             if cached.get(h) == block:
                 del cached[h]
+                if self.states is not None:
+                    self.states.drop(h)
 
     def _register_full_blocks(self, request: Request, owned: list[list[int]], end: int) -> None:
         # Blocks are named as soon as the step that fills them is scheduled: K/V are

@@ -98,6 +98,8 @@ class Scheduler:
     def advance(self, out: SchedulerOutput) -> list[Request]:
         """Count a finished step's tokens as computed; returns the generation requests that
         are now wholly computed, which sample their next token from this step."""
+        if self.allocator.states is not None:
+            self.allocator.states.commit()
         sampling = []
         for req, n in zip(out.requests, out.num_new_tokens):
             req.num_computed_tokens += n

@@ -103,3 +103,26 @@ def _proportional(freqs: Any, theta: float, head_dim: int) -> dict[str, Any]:
         "rope_theta": theta,
         "partial_rotary_factor": 2 * rotated / head_dim,
     }
+
+
+def qwen35(key: Key, tensors: Mapping[str, Any], config: dict[str, Any]) -> None:
+    """Qwen3.5's linear-attention shape from the ``ssm.*`` keys, which layers are linear
+    (``attention.recurrent_layers``, else every ``full_attention_interval``-th is full), the
+    rotated part of each head, and the value heads' order (the converter tiles them)."""
+    layers = config["num_hidden_layers"]
+    flags = key("attention.recurrent_layers", False)
+    if isinstance(flags, list):
+        linear = [bool(f) for f in flags[:layers]]
+    else:
+        interval = int(key("full_attention_interval", 4))
+        linear = [(i + 1) % interval != 0 for i in range(layers)]
+    config["layer_types"] = ["linear_attention" if f else FULL for f in linear]
+    value_heads = int(key("ssm.time_step_rank"))
+    config["linear_num_key_heads"] = int(key("ssm.group_count"))
+    config["linear_num_value_heads"] = value_heads
+    config["linear_key_head_dim"] = int(key("ssm.state_size"))
+    config["linear_value_head_dim"] = int(key("ssm.inner_size")) // value_heads
+    config["linear_conv_kernel_dim"] = int(key("ssm.conv_kernel"))
+    config["linear_value_heads_tiled"] = True
+    rotated = int(key("rope.dimension_count", config["head_dim"]))
+    config["rope_parameters"]["partial_rotary_factor"] = rotated / config["head_dim"]

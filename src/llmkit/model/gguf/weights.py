@@ -106,10 +106,12 @@ def iter_gguf_weights(
     ``(hf_name, float32 tensor)`` in HF's layout."""
     entry = registry.by_gguf(table.arch)
     shift = 0.0 if entry is None else entry.gguf_norm_shift
+    unshifted = () if entry is None else entry.gguf_unshifted
     for name in table.tensors:
         if name in skip or name in _facts(table.arch):
             continue
         target = hf_name(name, table.arch)
         assert target is not None  # check_tensors refused the others when the cache was built
         tensor = torch.from_numpy(np.ascontiguousarray(table.dequantized(name)))
-        yield target, (tensor - shift if shift and target.endswith("norm.weight") else tensor)
+        shifted = target.endswith("norm.weight") and not target.endswith(unshifted)
+        yield target, (tensor - shift if shift and shifted else tensor)

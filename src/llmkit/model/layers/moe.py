@@ -12,6 +12,7 @@ one packed weight of ``E * rows`` rows, and an expert is a view of its tiles.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -88,6 +89,21 @@ class Experts(nn.Module):
 
 # An expert's projection, one expert's (``experts.3.up_proj.weight``) or all (stacked).
 _CHECKPOINT = re.compile(r"(.*\.experts)\.(?:(\d+)\.)?(gate_proj|up_proj|down_proj)\.(weight|bias)")
+
+
+def unfuse_experts(name: str, weight: Weight) -> Iterator[tuple[str, Weight]]:
+    """A checkpoint tensor as the loader takes it: every expert's fused gate/up projection
+    ``[E, 2I, H]`` (transformers' ``experts.gate_up_proj``) split in its gate and up
+    projections; a stacked ``experts.down_proj`` named as a weight; any other as it is."""
+    if name.endswith((".experts.gate_up_proj", ".experts.gate_up_proj.weight")):
+        gate, up = read(weight).chunk(2, dim=1)
+        base = name.removesuffix(".weight").removesuffix("gate_up_proj")
+        yield f"{base}gate_proj.weight", gate
+        yield f"{base}up_proj.weight", up
+    elif name.endswith(".experts.down_proj"):  # a GGUF file's has its .weight
+        yield f"{name}.weight", weight
+    else:
+        yield name, weight
 
 
 def expert_target(name: str) -> tuple[str, int] | None:

@@ -20,8 +20,10 @@ def _inv_freq(hf_config: PretrainedConfig, layer_type: str | None) -> tuple[torc
         head_dim = getattr(hf_config, "head_dim", None) or (
             hf_config.hidden_size // hf_config.num_attention_heads
         )
+        # Qwen3.5 rotates the first quarter of each head: the table is that wide.
+        dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
         base = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
-        return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim)), 1.0
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)), 1.0
     # transformers implements every scaled variant (linear, dynamic, yarn, llama3, longrope);
     # dynamic NTK is taken at the configured length, as vLLM does.
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -72,9 +74,13 @@ def apply_rope(x: torch.Tensor, rope: Rope) -> torch.Tensor:
     """RoPE in the rotate-half layout on ``x`` ``[T, heads, head_dim]``, computed in fp32.
 
     Bit-identical to HF's ``x * cos + rotate_half(x) * sin``: ``rotate_half`` is the roll
-    with the first half negated, and the negation lives in the sine table.
+    with the first half negated, and the negation lives in the sine table. A table narrower
+    than the heads (a partial rotary factor) rotates their first dimensions only.
     """
     cos, sin = rope
+    if cos.shape[-1] < x.shape[-1]:
+        rot = cos.shape[-1]
+        return torch.cat((apply_rope(x[..., :rot], rope), x[..., rot:]), dim=-1)
     xf = x.float()
     out = xf * cos + xf.roll(x.shape[-1] // 2, dims=-1) * sin
     return out.to(x.dtype)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from llmkit.model.context import ForwardContext
+from llmkit.model.layers.moe import unfuse_experts
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.parallel_linear import RowParallelLinear
 from llmkit.model.layers.rotary import RotaryEmbedding
@@ -23,7 +24,7 @@ from llmkit.model.models.gemma3 import SLIDING
 from llmkit.model.models.gemma4_layers import Gemma4DecoderLayer
 from llmkit.model.models.llama import LayerAttention, LlamaForCausalLM, LlamaModel
 from llmkit.model.parallel import SINGLE, TensorParallel
-from llmkit.model.weights import Weight, read
+from llmkit.model.weights import Weight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -133,15 +134,7 @@ class Gemma4ForCausalLM(LlamaForCausalLM):
         for name, weight in super().checkpoint_weights(weights):
             if any(piece in name for piece in _UNUSED_KV) and _layer(name) >= first_shared:
                 continue
-            if name.endswith((".experts.gate_up_proj", ".experts.gate_up_proj.weight")):
-                gate, up = read(weight).chunk(2, dim=1)
-                base = name.removesuffix(".weight").removesuffix("gate_up_proj")
-                yield f"{base}gate_proj.weight", gate
-                yield f"{base}up_proj.weight", up
-            elif name.endswith(".experts.down_proj"):  # a GGUF file's has its .weight
-                yield f"{name}.weight", weight
-            else:
-                yield name, weight
+            yield from unfuse_experts(name, weight)
 
 
 def _layer(name: str) -> int:

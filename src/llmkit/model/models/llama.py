@@ -106,6 +106,11 @@ class LlamaAttention(nn.Module):
         return self.o_proj(out.reshape(-1, self.q_size))
 
 
+def attentions(layers: Iterable[nn.Module]) -> list[LlamaAttention]:
+    """The attention of each layer that has one (a hybrid's linear-attention layers do not)."""
+    return [cast(LlamaAttention, a) for layer in layers if (a := getattr(layer, "self_attn", None))]
+
+
 def head_dim(cfg: PretrainedConfig) -> int:
     return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
@@ -169,7 +174,8 @@ class LlamaModel(nn.Module):
         layers = [family.decoder_layer(cfg, i, tp) for i in range(cfg.num_hidden_layers)]
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        keys = dict.fromkeys(cast(LlamaAttention, layer.self_attn).rope for layer in layers)
+        # (A hybrid's linear-attention layers have no attention, and no rotary table.)
+        keys = dict.fromkeys(a.rope for a in attentions(layers))
         self.rotaries = nn.ModuleDict(
             {k: family.rotary(cfg, None if k == DEFAULT_ROPE else k) for k in keys}
         )
@@ -255,7 +261,7 @@ class LlamaForCausalLM(nn.Module):
         self.num_layers = cfg.num_hidden_layers
         # (this rank's KV heads, head dim) of each KV cache: here one per layer, which reads
         # ``ctx.kv_caches[layer_idx]``; a family may size them per layer, or keep fewer.
-        attns = [cast(LlamaAttention, layer.self_attn) for layer in self.model.layers]
+        attns = attentions(self.model.layers)
         self.kv_cache_shapes = [(a.num_kv_heads, a.head_dim) for a in attns]
         self.kv_cache_windows = [a.spec.window for a in attns]  # which keys each one keeps
 
