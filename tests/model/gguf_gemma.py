@@ -24,6 +24,8 @@ class Family:
     metadata: Callable[[gguf.GGUFWriter, dict[str, Any]], None]
     norm_shift: float = 0.0  # added to every ``*norm.weight`` (Gemma3RMSNorm's ``1 + w``)
     extra: Callable[[dict[str, Any]], Tensors] = lambda cfg: {}  # tensors it makes up
+    # What it does to the HF tensors before naming them (Qwen3.5's), by HF name.
+    convert: Callable[[Tensors, dict[str, Any]], Tensors] = lambda tensors, cfg: tensors
 
     def tensors(self, tensors: Tensors, cfg: dict[str, Any]) -> Tensors:
         """The file's tensors, by GGUF name, from the HF folder's."""

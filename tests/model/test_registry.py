@@ -53,6 +53,8 @@ def test_the_gguf_reader_and_the_demo_builder_read_the_same_table():
         "llama",
         "qwen2",
         "qwen3",
+        "qwen35",
+        "qwen35moe",
         "qwen3moe",
     ]
     assert registry.by_gguf("qwen2") is registry.by_model_type("qwen2")
@@ -65,6 +67,8 @@ def test_the_gguf_reader_and_the_demo_builder_read_the_same_table():
         "gpt_oss",
         "gemma3_text",
         "gemma4_text",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
     ]
     with pytest.raises(ValueError, match="makes no 'bert' model; it makes llama, mistral"):
         ModelSpec(architecture="bert")

@@ -284,7 +284,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                 "num_experts": 8,
                 "num_experts_per_tok": 2,
                 "moe_intermediate_size": 32,
-                "shared_expert_intermediate_size": 48,
+                "shared_expert_intermediate_size": 64,
             }
         ),
     ),

@@ -44,8 +44,9 @@ _LAYER = {
     "ffn_up_exps": "mlp.experts.up_proj",
     "ffn_down_exps": "mlp.experts.down_proj",
 }
-# A layer's weight, bias or scale (Gemma 4's router and per-expert scales).
-_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias|scale)")
+# A layer's weight, bias or scale (Gemma 4's router and per-expert scales), or a parameter
+# of its own (Qwen3.5's ssm_a).
+_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)(?:\.(weight|bias|scale))?")
 
 
 @functools.cache
@@ -61,10 +62,11 @@ def _facts(arch: str) -> tuple[str, ...]:
     return () if entry is None else entry.gguf_reads
 
 
-def gguf_piece(module: str, arch: str) -> str:
+def gguf_piece(module: str, arch: str) -> str | None:
     """The GGUF tensor name piece of a decoder layer's HF module (``self_attn.q_proj``:
-    ``attn_q``) in a file of architecture ``arch``."""
-    return next(gguf for gguf, hf in _layer_table(arch).items() if hf == module)
+    ``attn_q``) in a file of architecture ``arch``; None if its files have no such module
+    (a dense Qwen3.5's shared expert)."""
+    return next((gguf for gguf, hf in _layer_table(arch).items() if hf == module), None)
 
 
 def hf_name(name: str, arch: str) -> str | None:
@@ -76,7 +78,8 @@ def hf_name(name: str, arch: str) -> str | None:
     m = _BLOCK.fullmatch(name)
     layer = _layer_table(arch)
     if m and m.group(2) in layer:
-        return f"model.layers.{m.group(1)}.{layer[m.group(2)]}.{m.group(3)}"
+        kind = f".{m.group(3)}" if m.group(3) else ""
+        return f"model.layers.{m.group(1)}.{layer[m.group(2)]}{kind}"
     return None
 
 

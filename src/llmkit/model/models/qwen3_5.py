@@ -119,6 +119,10 @@ class Qwen3_5ForCausalLM(LlamaForCausalLM):
     projections: ClassVar[dict[str, tuple[str, ...]]] = {
         **LlamaForCausalLM.projections,
         "linear_attn.in_proj": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),
+        "linear_attn.out_proj": ("out_proj",),
+        # (Its pieces are named after mlp.gate_up_proj's: checkpoints stack them by that.)
+        "mlp.shared_expert.gate_up_proj": ("shared_expert.gate_proj", "shared_expert.up_proj"),
+        "mlp.shared_expert.down_proj": ("shared_expert.down_proj",),
     }
     # A GGUF file's names (model/gguf/weights.py reads its ssm_dt.bias as dt.bias).
     renames: ClassVar[dict[str, str]] = {"linear_attn.dt.bias": "linear_attn.dt_bias"}
