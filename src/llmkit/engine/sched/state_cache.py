@@ -46,6 +46,10 @@ class StateCache:
     def num_checkpoints(self) -> int:
         return len(self._checkpoints)
 
+    @property
+    def num_free_slots(self) -> int:
+        return len(self._free)
+
     def resumable(self, hashes: list[bytes], hit: int) -> int:
         """The most blocks, at most ``hit``, after whose last a checkpoint holds the state."""
         while hit and hashes[hit - 1] not in self._checkpoints:
