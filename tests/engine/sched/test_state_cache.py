@@ -42,7 +42,7 @@ def test_a_fresh_request_zeroes_its_slot_and_checkpoints_its_prompts_last_block(
     b = Request("b", list(range(10)))
     hit = _prefill(alloc, b)
     assert b.num_computed_tokens == 10 and hit.init == ops.save_slot and hit.slot != ops.slot
-    assert alloc.find_cached(Request("c", list(range(9)) + [99])) == [alloc.block_ids(a)[:2]]
+    assert alloc.find_cached(Request("c", [*range(9), 99])) == [alloc.block_ids(a)[:2]]
 
 
 def test_a_checkpoint_is_found_only_after_its_step_has_run():
