@@ -53,8 +53,39 @@ GPTOSS = {
         "original_max_position_embeddings": 4096,
     },
 }
-MODELS = {"qwen3moe": ("Qwen3MoeConfig", QWEN3MOE), "gptoss": ("GptOssConfig", GPTOSS)}
-QTYPE = {"qwen3moe": "Q4_K_M", "gptoss": "MXFP4_MOE"}
+# Qwen3.5-35B-A3B's proportions (Qwen3.6-35B-A3B's too): three Gated DeltaNet layers to one
+# of gated full attention (8 heads of 256, 2 KV heads, a quarter of each head rotated);
+# linear attention with 8 key heads and 16 value heads of 128; 64 of its 256 experts, 8
+# active, beside a shared expert; ~1.07B total.
+QWEN35MOE = {
+    **COMMON,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "linear_num_key_heads": 8,
+    "linear_num_value_heads": 16,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+    "moe_intermediate_size": 384,
+    "shared_expert_intermediate_size": 384,
+    "num_experts": 64,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 32768,
+    "rope_parameters": {
+        "rope_type": "default",
+        "rope_theta": 10000000.0,
+        "partial_rotary_factor": 0.25,
+    },
+}
+MODELS = {
+    "qwen3moe": ("Qwen3MoeConfig", QWEN3MOE),
+    "gptoss": ("GptOssConfig", GPTOSS),
+    "qwen35moe": ("Qwen3_5MoeTextConfig", QWEN35MOE),
+}
+QTYPE = {"qwen3moe": "Q4_K_M", "gptoss": "MXFP4_MOE", "qwen35moe": "Q4_K_M"}
+# The converter's flags a family needs: a Qwen3.5 config without multi-token prediction.
+CONVERT_FLAGS = {"qwen35moe": ["--no-mtp"]}
 
 
 def hf_folder(model: str, out: Path) -> Path:
@@ -102,6 +133,7 @@ def f16_file(model: str, src: Path, out: Path) -> Path:
         folder = hf_folder(model, out)
         env = {**os.environ, "PYTHONPATH": f"{src / 'gguf-py'}:{src}"}
         argv = [str(src / "convert_hf_to_gguf.py"), str(folder), "--outtype", "f16"]
+        argv += CONVERT_FLAGS.get(model, [])
         tmp = target.with_suffix(".part")
         subprocess.run(
             [sys.executable, "-c", _CONVERT, *argv, "--outfile", str(tmp)], check=True, env=env

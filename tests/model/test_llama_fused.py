@@ -31,12 +31,26 @@ def runner_of(model: str, quantization: str = "w4a8"):
     return llm, llm._core.runner
 
 
+def _groups(blocks: list[int], groups: int) -> list[list[int]]:
+    """The blocks of each KV cache group after the first: the same, 8 ids further each."""
+    return [[b + 8 * g for b in blocks] for g in range(1, groups)]
+
+
 def prefill_all(runner) -> None:
-    runner.execute([SeqInput(ids, 0, b) for (ids, _), b in zip(PROMPTS, BLOCKS)])
+    groups = len(runner.kv_layout.windows)
+    runner.execute(
+        [
+            SeqInput(ids, 0, b, group_block_ids=_groups(b, groups))
+            for (ids, _), b in zip(PROMPTS, BLOCKS)
+        ]
+    )
 
 
-def decodes(tokens: list[int]) -> list[SeqInput]:
-    return [SeqInput([t], n, b) for t, (_, n), b in zip(tokens, PROMPTS, BLOCKS)]
+def decodes(tokens: list[int], groups: int = 1) -> list[SeqInput]:
+    return [
+        SeqInput([t], n, b, group_block_ids=_groups(b, groups))
+        for t, (_, n), b in zip(tokens, PROMPTS, BLOCKS)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +80,7 @@ def kernel_against_modules(runner) -> torch.Tensor:
     off: each row's relative error."""
     fused = runner.model.model.fused_decode
     prefill_all(runner)
-    step = decodes([11, 12, 13, 14])
+    step = decodes([11, 12, 13, 14], len(runner.kv_layout.windows))
     fused.enabled = False
     expected = runner.execute(step).clone()
     fused.enabled = True
@@ -128,7 +142,7 @@ def test_attention_specs_norms_and_activations_of_other_families(model_factory):
     second.mlp.act = GeluTanhAndMul()
     fused = model.fused_decode
     prefill_all(runner)
-    step = decodes([11, 12, 13, 14])
+    step = decodes([11, 12, 13, 14], len(runner.kv_layout.windows))
     fused.enabled = False
     expected = runner.execute(step).clone()
     fused.enabled = True

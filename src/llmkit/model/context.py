@@ -13,30 +13,44 @@ from llmkit.model.recurrent import StepStates
 @dataclass
 class ForwardContext:
     positions: torch.Tensor  # [T] int64
-    meta: AttentionMetadata  # the step's layout, with the first KV cache group's blocks
+    # The step's layout once per KV cache group (model/kv_layout.py): the same queries and
+    # lengths, each group's slots and block tables.
+    metas: tuple[AttentionMetadata, ...]
     backend: AttentionBackend
     kv_caches: list[tuple[torch.Tensor, torch.Tensor]]  # per KV cache: (k_cache, v_cache)
-    # With several KV cache groups (model/kv_layout.py): each group's layout (the first is
-    # ``meta``), and each KV cache's group. Empty: every cache reads ``meta``.
-    group_metas: tuple[AttentionMetadata, ...] = ()
-    cache_groups: tuple[int, ...] = ()
+    cache_groups: tuple[int, ...]  # per KV cache: its group
+    # Every group's slots and block tables one after the other, where the runner staged them
+    # so (None: a selection's, stacked when asked for).
+    stacked: tuple[torch.Tensor, torch.Tensor] | None = None
     states: StepStates | None = None  # a hybrid model's linear-attention layers' slots
+
+    @property
+    def meta(self) -> AttentionMetadata:
+        """The step's layout, with the first group's blocks."""
+        return self.metas[0]
 
     def kv(self, cache: int) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
         """KV cache ``cache``'s tensors and the layout (block tables, slots) it is read by."""
         k_cache, v_cache = self.kv_caches[cache]
-        if not self.cache_groups:
-            return k_cache, v_cache, self.meta
-        return k_cache, v_cache, self.group_metas[self.cache_groups[cache]]
+        return k_cache, v_cache, self.metas[self.cache_groups[cache]]
+
+    def group_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every group's slot mapping ``[groups * T]`` and block tables ``[groups * B, W]``."""
+        if self.stacked is not None:
+            return self.stacked
+        if len(self.metas) == 1:
+            return self.meta.slot_mapping, self.meta.block_tables
+        slots = torch.cat([m.slot_mapping for m in self.metas])
+        return slots, torch.cat([m.block_tables for m in self.metas])
 
     def select(self, reqs: list[int]) -> tuple[ForwardContext, torch.Tensor]:
         """The context of requests ``reqs`` alone, and their rows in this one."""
-        meta, rows = self.meta.select(reqs)
-        groups = tuple(m.select(reqs)[0] for m in self.group_metas[1:])
+        metas = [m.select(reqs) for m in self.metas]
+        rows = metas[0][1]
         return replace(
             self,
             positions=self.positions[rows],
-            meta=meta,
-            group_metas=(meta, *groups) if self.group_metas else (),
+            metas=tuple(m for m, _ in metas),
+            stacked=None,
             states=None if self.states is None else self.states.select(reqs),
         ), rows

@@ -161,17 +161,20 @@ class ModelRunner:
             )
 
     def _context(
-        self, positions: torch.Tensor, meta: AttentionMetadata, *groups: AttentionMetadata
+        self,
+        positions: torch.Tensor,
+        *metas: AttentionMetadata,
+        stacked: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> ForwardContext:
-        """The layers' context; ``groups``: the layouts of the KV cache groups after the
-        first, whose layout is ``meta``."""
+        """The layers' context: ``metas``, the step's layout for each KV cache group;
+        ``stacked``, their slots and tables staged one after the other."""
         return ForwardContext(
             positions=positions,
-            meta=meta,
+            metas=metas,
             backend=self.backend,
             kv_caches=self.kv_caches,
-            group_metas=(meta, *groups) if groups else (),
-            cache_groups=self.kv_layout.cache_groups if groups else (),
+            cache_groups=self.kv_layout.cache_groups,
+            stacked=stacked,
         )
 
     def _block_bytes(self) -> int:
@@ -254,7 +257,7 @@ class ModelRunner:
         ]
         for meta in metas:
             self.backend.prepare(meta, self.block_size, self.dtype)
-        ctx = self._context(stage(batch.positions, torch.int64), *metas)
+        ctx = self._context(stage(batch.positions, torch.int64), *metas, stacked=(slots, tables))
         if self.states is not None:
             ctx.states = self.states.step(batch.states, self.device)
         ids = stage(batch.input_ids, torch.int64)

@@ -194,12 +194,10 @@ class FusedDecode:
         """Every layer on decode rows ``x`` (contiguous, updated in place)."""
         kernel = load()
         assert kernel is not None  # a plan is made only where it loads
-        meta, groups = ctx.meta, ctx.group_metas
+        meta = ctx.meta
         # Each KV cache group's slots and block tables, one after the other.
-        slots = torch.cat([m.slot_mapping for m in groups]) if groups else meta.slot_mapping
-        tables = (
-            torch.cat([m.block_tables for m in groups]) if groups else meta.block_tables
-        ).contiguous()
+        slots, tables = ctx.group_tables()
+        tables = tables.contiguous()
         status = kernel(
             ctypes.byref(plan.model),
             x.data_ptr(),
@@ -242,7 +240,7 @@ def _fits(ctx: ForwardContext) -> bool:
 
 
 def _make_plan(model: LlamaStack, kv_caches: list, groups: tuple[int, ...]) -> _Plan | None:
-    """``groups``: each cache's KV cache group (none: all read the first)."""
+    """``groups``: each cache's KV cache group."""
     decoders: list[Any] = list(model.layers)
     attns = [layer.self_attn for layer in decoders]
     shapes = {(a.num_heads, a.num_kv_heads, a.head_dim) for a in attns}
@@ -251,7 +249,7 @@ def _make_plan(model: LlamaStack, kv_caches: list, groups: tuple[int, ...]) -> _
     eps = decoders[0].input_layernorm.eps
     rotaries: list[Any] = [model.rotaries[attn.rope] for attn in attns]
     found = [
-        _layer(layer, caches, groups[i] if groups else 0, rotary, eps)
+        _layer(layer, caches, groups[i], rotary, eps)
         for i, (layer, rotary, caches) in enumerate(zip(decoders, rotaries, kv_caches))
     ]
     views = [view for view in found if view is not None]
