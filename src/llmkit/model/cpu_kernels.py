@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from llmkit.model.attention import paged_decode_cpu
-from llmkit.model.layers import kquant, mxfp4, q8, w4a8
+from llmkit.model.layers import gated_delta_cpu, kquant, mxfp4, q8, w4a8
 from llmkit.model.models import llama_fused
 
 _LOADS = (
@@ -21,6 +21,7 @@ _LOADS = (
     mxfp4.load,
     llama_fused.load,
     paged_decode_cpu.load,
+    gated_delta_cpu.load,
 )
 # The builds of this process, started once (each load is cached for the process anyway).
 _builds: list[Future] = []

@@ -88,9 +88,9 @@ class GatedDeltaNet(nn.Module):
         if self.to_grouped is not None:
             v, beta, g = v[:, self.to_grouped], beta[:, self.to_grouped], g[:, self.to_grouped]
         out = gated_delta(
-            q.reshape(rows, self.hk, self.dk).float(),
-            k.reshape(rows, self.hk, self.dk).float(),
-            v.float(),
+            q.reshape(rows, self.hk, self.dk),
+            k.reshape(rows, self.hk, self.dk),
+            v,
             g.contiguous(),
             beta.contiguous(),
             states.recurrent[self.state_index],

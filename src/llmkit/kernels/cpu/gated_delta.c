@@ -1,0 +1,78 @@
+/* The gated delta rule of Gated DeltaNet layers (Qwen3.5, Qwen3-Next) over a step's tokens, for CPU.
+ *
+ * Each sequence of the step owns rows starts[b] .. starts[b+1]-1 and a state slot: per value
+ * head a float32 matrix S[Dk][Dv] that it reads as its start and leaves as its end. Per token,
+ * with q and k L2-normalized (q also scaled by Dk^-1/2):
+ *
+ *   S *= exp(g);  kv = k^T S;  delta = (v - kv) * beta;  S += k delta^T;  out = q^T S
+ *
+ * in two passes over S (decay with k^T S; update with q^T S), S staying in the core's cache
+ * (64 KiB at Dk = Dv = 128). The same loop serves decode (one row a sequence) and prefill: a
+ * chunked form would turn the prefill's work into matmuls, but here it is a few percent of a
+ * prefill step, whose time goes to the projections (benchmarks/RESULTS.md).
+ * Value head h reads key head h / (Hv / Hk), as HF groups them. A checkpoint copies a
+ * sequence's state after save_at[b] of its tokens into slot save_slot[b].
+ * (sequence, value head) pairs are split over n_threads OpenMP threads (torch's own pool:
+ * see build.py). Built and loaded by model/layers/gated_delta_cpu.py.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DIM 512
+
+static void normalized(const float *x, int64_t n, float scale, float *y) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += x[i] * x[i];
+    const float inv = scale / sqrtf(sum + 1e-6f);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv;
+}
+
+int gated_delta_f32(const float *q, const float *k, const float *v, const float *g,
+                    const float *beta, float *states, const int64_t *slots, const int64_t *starts,
+                    const int64_t *save_at, const int64_t *save_slot, float *out,
+                    int64_t num_seqs, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv,
+                    int64_t q_stride, int64_t k_stride, int64_t v_stride, int64_t n_threads) {
+    if (Dk > MAX_DIM || Dv > MAX_DIM || Hv % Hk) return -1;
+    const int64_t per_key = Hv / Hk, size = Dk * Dv;
+    const float q_scale = 1.0f / sqrtf((float)Dk);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int64_t item = 0; item < num_seqs * Hv; item++) {
+        const int64_t b = item / Hv, h = item % Hv, kh = h / per_key;
+        float *S = states + (slots[b] * Hv + h) * size;
+        float qn[MAX_DIM], kn[MAX_DIM], kv[MAX_DIM], o[MAX_DIM];
+        const int64_t first = starts[b], last = starts[b + 1];
+        const int64_t at = save_at == NULL ? -1 : save_at[b];
+        for (int64_t t = first; t < last; t++) {
+            if (t - first == at) memcpy(states + (save_slot[b] * Hv + h) * size, S, size * 4);
+            normalized(q + t * q_stride + kh * Dk, Dk, q_scale, qn);
+            normalized(k + t * k_stride + kh * Dk, Dk, 1.0f, kn);
+            const float decay = expf(g[t * Hv + h]), rate = beta[t * Hv + h];
+            const float *vt = v + t * v_stride + h * Dv;
+            for (int64_t j = 0; j < Dv; j++) kv[j] = 0.0f;
+            for (int64_t i = 0; i < Dk; i++) {
+                float *row = S + i * Dv;
+                const float ki = kn[i];
+                for (int64_t j = 0; j < Dv; j++) {
+                    row[j] *= decay;
+                    kv[j] += row[j] * ki;
+                }
+            }
+            for (int64_t j = 0; j < Dv; j++) {
+                kv[j] = (vt[j] - kv[j]) * rate; /* the delta */
+                o[j] = 0.0f;
+            }
+            for (int64_t i = 0; i < Dk; i++) {
+                float *row = S + i * Dv;
+                const float ki = kn[i], qi = qn[i];
+                for (int64_t j = 0; j < Dv; j++) {
+                    row[j] += ki * kv[j];
+                    o[j] += row[j] * qi;
+                }
+            }
+            memcpy(out + (t * Hv + h) * Dv, o, Dv * 4);
+        }
+        if (last - first == at) memcpy(states + (save_slot[b] * Hv + h) * size, S, size * 4);
+    }
+    return 0;
+}
