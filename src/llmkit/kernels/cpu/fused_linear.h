@@ -70,7 +70,7 @@ typedef struct {
 /* A linear layer: its parts' outputs side by side (N columns in all: the output's row
  * stride), on one quantized input of K values padded to Kp, in groups of G. */
 typedef struct {
-    Part part[3];
+    Part part[4]; /* q, k, v; a linear attention's q/k/v, z, b, a */
     int64_t parts, mxfp4; /* mxfp4: whether a part is, so the input's block sums are made */
     const float *bias; /* or NULL */
     int64_t K, Kp, N, G;

@@ -15,18 +15,11 @@
  * (sequence, value head) pairs are split over n_threads OpenMP threads (torch's own pool:
  * see build.py). Built and loaded by model/layers/gated_delta_cpu.py.
  */
-#include <math.h>
-#include <stdint.h>
 #include <string.h>
 
-#define MAX_DIM 512
+#include "delta_rule.h"
 
-static void normalized(const float *x, int64_t n, float scale, float *y) {
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) sum += x[i] * x[i];
-    const float inv = scale / sqrtf(sum + 1e-6f);
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv;
-}
+#define MAX_DIM 512
 
 int gated_delta_f32(const float *q, const float *k, const float *v, const float *g,
                     const float *beta, float *states, const int64_t *slots, const int64_t *starts,
@@ -47,29 +40,8 @@ int gated_delta_f32(const float *q, const float *k, const float *v, const float 
             if (t - first == at) memcpy(states + (save_slot[b] * Hv + h) * size, S, size * 4);
             normalized(q + t * q_stride + kh * Dk, Dk, q_scale, qn);
             normalized(k + t * k_stride + kh * Dk, Dk, 1.0f, kn);
-            const float decay = expf(g[t * Hv + h]), rate = beta[t * Hv + h];
             const float *vt = v + t * v_stride + h * Dv;
-            for (int64_t j = 0; j < Dv; j++) kv[j] = 0.0f;
-            for (int64_t i = 0; i < Dk; i++) {
-                float *row = S + i * Dv;
-                const float ki = kn[i];
-                for (int64_t j = 0; j < Dv; j++) {
-                    row[j] *= decay;
-                    kv[j] += row[j] * ki;
-                }
-            }
-            for (int64_t j = 0; j < Dv; j++) {
-                kv[j] = (vt[j] - kv[j]) * rate; /* the delta */
-                o[j] = 0.0f;
-            }
-            for (int64_t i = 0; i < Dk; i++) {
-                float *row = S + i * Dv;
-                const float ki = kn[i], qi = qn[i];
-                for (int64_t j = 0; j < Dv; j++) {
-                    row[j] += ki * kv[j];
-                    o[j] += row[j] * qi;
-                }
-            }
+            delta_token(S, qn, kn, vt, expf(g[t * Hv + h]), beta[t * Hv + h], o, kv, Dk, Dv);
             memcpy(out + (t * Hv + h) * Dv, o, Dv * 4);
         }
         if (last - first == at) memcpy(states + (save_slot[b] * Hv + h) * size, S, size * 4);

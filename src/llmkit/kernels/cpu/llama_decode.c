@@ -21,6 +21,7 @@
  * model/models/llama_fused.py, which checks the layers fit (native formats, float32, one rank).
  */
 #include "fused_moe.h"
+#include "gdn_step.h"
 #include "paged_attend.h"
 
 typedef struct {
@@ -37,6 +38,9 @@ typedef struct {
     int64_t window;          /* 0: the whole context */
     int64_t group;           /* the KV cache group whose slots and block tables it reads */
     float scale, softcap;    /* softcap 0: none */
+    const Gdn *gdn;          /* a linear-attention layer's (its attention fields unused), or NULL */
+    int64_t rotary;          /* the dimensions of each head RoPE turns: the table's width */
+    int64_t gated;           /* the query projection gives each head's query, then its gate */
 } Layer;
 
 typedef struct {
@@ -51,6 +55,8 @@ typedef struct { /* scratch for one call, M rows */
     float *scores, *slots; /* slots: a float16 slot row widened, per thread */
     int64_t score_stride;
     MoeWork moe;
+    float *q; /* a gated attention's queries, without their gates */
+    GdnWork gdn;
 } Work;
 
 static void rms_norm(const float *x, const float *weight, float *out, int64_t n, float eps) {
@@ -69,15 +75,17 @@ static void add_residual(float *x, float *out, const float *bias, const float *n
     for (int64_t i = 0; i < n; i++) x[i] += out[i];
 }
 
-/* x * cos + roll(x, D / 2) * sin, in place, for `heads` heads of D. */
-static void rope(float *x, int64_t heads, int64_t D, const float *cos, const float *sin) {
-    const int64_t half = D / 2;
+/* x * cos + roll(x, R / 2) * sin on the first R dimensions of `heads` heads `stride` apart,
+ * in place (R: the table's width, the head size unless RoPE turns part of each head). */
+static void rope(float *x, int64_t heads, int64_t stride, int64_t R, const float *cos,
+                 const float *sin) {
+    const int64_t half = R / 2;
     float t[512];
     for (int64_t h = 0; h < heads; h++) {
-        float *v = x + h * D;
-        memcpy(t, v, sizeof(float) * (size_t)D);
+        float *v = x + h * stride;
+        memcpy(t, v, sizeof(float) * (size_t)R);
         for (int64_t d = 0; d < half; d++) v[d] = t[d] * cos[d] + t[d + half] * sin[d];
-        for (int64_t d = half; d < D; d++) v[d] = t[d] * cos[d] + t[d - half] * sin[d];
+        for (int64_t d = half; d < R; d++) v[d] = t[d] * cos[d] + t[d - half] * sin[d];
     }
 }
 
@@ -94,17 +102,16 @@ static void dense_mlp(const Layer *L, const Work *w, int64_t M, int64_t m0, int6
 #pragma omp barrier
 }
 
-static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t *positions,
-                       const int64_t *slots, const int32_t *tables, const int32_t *seq_lens,
-                       int64_t M, int64_t width, const Work *w, int64_t i, int64_t n) {
-    const int64_t H = mdl->hidden, D = mdl->head_dim, NH = mdl->heads, NKV = mdl->kv_heads;
+/* Attention on the rows normed in w->xn, its output rows in w->out. Ends after a barrier. */
+static void attention_mix(const Model *mdl, const Layer *L, const int64_t *positions,
+                          const int64_t *slots, const int32_t *tables, const int32_t *seq_lens,
+                          int64_t M, int64_t width, const Work *w, int64_t i, int64_t n) {
+    const int64_t D = mdl->head_dim, NH = mdl->heads, NKV = mdl->kv_heads;
     const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
-    const int64_t qkv_n = L->qkv.N, attn_n = NH * D;
+    const int64_t qkv_n = L->qkv.N, attn_n = NH * D, qs = L->gated ? 2 * D : D, ko = NH * qs;
     float *score = w->scores + i * w->score_stride;
     slots += L->group * M;
     tables += L->group * M * width;
-
-    for (int64_t m = m0; m < m1; m++) rms_norm(x + m * H, L->norm1, w->xn + m * H, H, mdl->eps);
     quantize_for(&L->qkv, w->xn, &w->codes, m0, m1);
 #pragma omp barrier
     matmul_for(&L->qkv, w->qkv, &w->codes, M, i, n);
@@ -112,14 +119,19 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
     for (int64_t m = m0; m < m1; m++) {
         float *row = w->qkv + m * qkv_n;
         add_bias(row, L->qkv.bias, qkv_n);
-        for (int64_t h = 0; L->q_norm != NULL && h < NH + NKV; h++)
-            rms_norm(row + h * D, h < NH ? L->q_norm : L->k_norm, row + h * D, D, mdl->eps);
-        const float *c = L->cos + positions[m] * D, *s = L->sin + positions[m] * D;
-        rope(row, NH + NKV, D, c, s); /* q and k heads side by side */
+        for (int64_t h = 0; L->q_norm != NULL && h < NH + NKV; h++) {
+            float *head = h < NH ? row + h * qs : row + ko + (h - NH) * D;
+            rms_norm(head, h < NH ? L->q_norm : L->k_norm, head, D, mdl->eps);
+        }
+        const float *c = L->cos + positions[m] * L->rotary, *s = L->sin + positions[m] * L->rotary;
+        rope(row, NH, qs, L->rotary, c, s);
+        rope(row + ko, NKV, D, L->rotary, c, s);
+        for (int64_t h = 0; L->gated && h < NH; h++)
+            memcpy(w->q + m * attn_n + h * D, row + h * qs, sizeof(float) * (size_t)D);
         if (slots[m] >= 0) {
             const int64_t at = slots[m] * NKV * D;
-            kv_store(L->k_cache, mdl->kv_half, at, row + attn_n, NKV * D);
-            kv_store(L->v_cache, mdl->kv_half, at, row + attn_n + NKV * D, NKV * D);
+            kv_store(L->k_cache, mdl->kv_half, at, row + ko, NKV * D);
+            kv_store(L->v_cache, mdl->kv_half, at, row + ko + NKV * D, NKV * D);
         }
     }
 #pragma omp barrier
@@ -130,16 +142,37 @@ static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t
                         mdl->block_size * NKV * D, L->scale, L->window, L->softcap, L->sinks};
     for (int64_t j = items * i / n; j < items * (i + 1) / n; j++) {
         const int64_t m = j / (NH / per), h0 = j % (NH / per) * per;
-        attend_heads(&kv, w->qkv + m * qkv_n, w->attn + m * attn_n, score,
-                     w->slots + i * NKV * D, tables + m * width, seq_lens[m], h0, per);
+        const float *q = L->gated ? w->q + m * attn_n : w->qkv + m * qkv_n;
+        attend_heads(&kv, q, w->attn + m * attn_n, score, w->slots + i * NKV * D,
+                     tables + m * width, seq_lens[m], h0, per);
     }
 #pragma omp barrier
+    for (int64_t m = m0; L->gated && m < m1; m++) /* each output times its gate's sigmoid */
+        for (int64_t h = 0; h < NH; h++) {
+            const float *gate = w->qkv + m * qkv_n + h * qs + D;
+            float *o = w->attn + m * attn_n + h * D;
+            for (int64_t d = 0; d < D; d++) o[d] /= 1.0f + expf(-gate[d]);
+        }
     quantize_for(&L->o, w->attn, &w->codes, m0, m1);
 #pragma omp barrier
     matmul_for(&L->o, w->out, &w->codes, M, i, n);
 #pragma omp barrier
+}
+
+static void layer_step(const Model *mdl, const Layer *L, float *x, const int64_t *positions,
+                       const int64_t *slots, const int32_t *tables, const int32_t *seq_lens,
+                       const StateRows *states, int64_t M, int64_t width, const Work *w,
+                       int64_t i, int64_t n) {
+    const int64_t H = mdl->hidden;
+    const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
+    for (int64_t m = m0; m < m1; m++) rms_norm(x + m * H, L->norm1, w->xn + m * H, H, mdl->eps);
+    if (L->gdn != NULL)
+        gdn_mix(L->gdn, states, w->xn, w->out, &w->codes, &w->gdn, M, mdl->eps, i, n);
+    else
+        attention_mix(mdl, L, positions, slots, tables, seq_lens, M, width, w, i, n);
     for (int64_t m = m0; m < m1; m++) {
-        add_residual(x + m * H, w->out + m * H, L->o.bias, L->attn_norm, H, mdl->eps);
+        add_residual(x + m * H, w->out + m * H, L->gdn ? NULL : L->o.bias, L->attn_norm, H,
+                     mdl->eps);
         rms_norm(x + m * H, L->norm2, w->xn + m * H, H, mdl->eps);
     }
     if (L->moe != NULL) {
@@ -162,13 +195,15 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
  * is the caller's). Returns 0, or -1 out of memory. */
 int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int64_t *slots,
                  const int32_t *block_tables, const int32_t *seq_lens, int64_t M, int64_t width,
-                 int64_t n_threads) {
+                 int64_t n_threads, const int64_t *state_slots, const int64_t *save_at,
+                 const int64_t *save_slot) {
     if (M == 0) return 0;
     const int64_t H = mdl->hidden, NH = mdl->heads, D = mdl->head_dim;
     const int64_t nt = n_threads < 1 ? 1 : n_threads;
     /* The widest of each buffer over the layers: the dense MLPs', the shared experts' and
      * the experts' own intermediate sizes and inputs. */
     int64_t kp = 0, qkv_n = 0, inter = 0, longest = 1, E = 0, k = 0, ei = 0, ekp = 0;
+    int64_t mixed = NH * D, heads = 0; /* the widest attention or delta-rule output; Hv */
     for (int64_t l = 0; l < mdl->layers; l++) {
         const Layer *L = mdl->layer + l;
         const Moe *e = L->moe;
@@ -177,6 +212,14 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
                                dense_down->parts ? dense_down->Kp : 0};
         for (int j = 0; j < 4; j++) kp = max64(kp, k4[j]);
         qkv_n = max64(qkv_n, L->qkv.N);
+        if (L->gdn != NULL) { /* its in-projection's rows take the qkv buffer */
+            const Gdn *g = L->gdn;
+            if (g->dk > GDN_MAX_DIM || g->dv > GDN_MAX_DIM || g->hv % g->hk) return -1;
+            qkv_n = max64(qkv_n, g->in_proj.N);
+            kp = max64(kp, max64(g->in_proj.Kp, g->out.Kp));
+            mixed = max64(mixed, g->hv * g->dv);
+            heads = max64(heads, g->hv);
+        }
         inter = max64(inter, dense_down->parts ? dense_down->K : 0);
         if (e != NULL) {
             E = max64(E, e->experts);
@@ -190,7 +233,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     Work w = {
         malloc(sizeof(float) * (size_t)(M * widest)),
         malloc(sizeof(float) * (size_t)(M * qkv_n)),
-        malloc(sizeof(float) * (size_t)(M * NH * D)),
+        malloc(sizeof(float) * (size_t)(M * mixed)),
         malloc(sizeof(float) * (size_t)(M * H)),
         malloc(sizeof(float) * (size_t)(M * 2 * inter)),
         {malloc((size_t)(M * kp)), malloc(sizeof(float) * (size_t)(M * kp / 32)),
@@ -200,9 +243,15 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc(sizeof(float) * (size_t)(nt * mdl->kv_heads * D)),
         NH * (longest + 1),
         {0},
+        malloc(sizeof(float) * (size_t)(M * NH * D)),
+        {NULL, NULL, heads ? malloc(sizeof(float) * (size_t)(M * 2 * heads)) : NULL},
     };
+    w.gdn.proj = w.qkv; /* the phases of a layer never use both */
+    w.gdn.mixed = w.attn;
+    const StateRows states = {state_slots, save_at, save_slot};
     int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.codes.q && w.codes.scale &&
-                         w.codes.sum && w.codes.bsum && w.scores && w.slots
+                         w.codes.sum && w.codes.bsum && w.scores && w.slots && w.q &&
+                         (heads == 0 || w.gdn.gb)
                      ? 0
                      : -1;
     if (E > 0 && moe_alloc(&w.moe, M, nt, E, k, ei, ekp, H) != 0) status = -1;
@@ -212,8 +261,8 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
             /* The runtime may give fewer threads than asked: split by the ones it gave. */
             const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
             for (int64_t l = 0; l < mdl->layers; l++)
-                layer_step(mdl, mdl->layer + l, x, positions, slots, block_tables, seq_lens, M,
-                           width, &w, i, n);
+                layer_step(mdl, mdl->layer + l, x, positions, slots, block_tables, seq_lens,
+                           &states, M, width, &w, i, n);
         }
     }
     if (E > 0) moe_free(&w.moe, nt);
@@ -228,5 +277,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     free(w.codes.bsum);
     free(w.scores);
     free(w.slots);
+    free(w.q);
+    free(w.gdn.gb);
     return status;
 }

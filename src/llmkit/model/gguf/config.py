@@ -56,7 +56,8 @@ def hf_config(reader: GGUFReader, path: str | Path) -> PretrainedConfig:
         vocab_size=int(tensors["token_embd.weight"].shape[-1]),
         hidden_size=hidden,
         # A value per layer (Gemma 4's): the first here, the family's gguf_config reads all.
-        intermediate_size=int(_first(key("feed_forward_length"))),
+        # (A mixture of experts with no dense layer may have none: Qwen3.5-MoE's files.)
+        intermediate_size=int(_first(key("feed_forward_length", 0))),
         num_hidden_layers=int(key("block_count")),
         num_attention_heads=heads,
         num_key_value_heads=int(_first(key("attention.head_count_kv", heads))),

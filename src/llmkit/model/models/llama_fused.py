@@ -27,6 +27,7 @@ from llmkit.kernels.cpu.build import load_function
 from llmkit.model.context import ForwardContext
 from llmkit.model.layers.moe import SparseMoE
 from llmkit.model.layers.norm import RMSNorm
+from llmkit.model.models.llama_fused_gdn import Gdn, gdn
 from llmkit.model.models.llama_fused_moe import Moe, moe
 from llmkit.model.models.llama_fused_view import (
     F32,
@@ -39,6 +40,7 @@ from llmkit.model.models.llama_fused_view import (
     linear,
     pointer,
 )
+from llmkit.model.recurrent import StepStates
 
 
 class LlamaStack(Protocol):
@@ -69,6 +71,9 @@ class _Layer(ctypes.Structure):
         ("group", I64),
         ("scale", F32),
         ("softcap", F32),
+        ("gdn", ctypes.POINTER(Gdn)),
+        ("rotary", I64),
+        ("gated", I64),
     ]
 
 
@@ -84,7 +89,7 @@ class _Model(ctypes.Structure):
 @functools.cache
 def load() -> Callable[..., int] | None:
     """The compiled kernel, or None where it cannot be built here (no AVX2, no compiler)."""
-    return load_function(SOURCE, "llama_decode", [P] * 6 + [I64] * 3)
+    return load_function(SOURCE, "llama_decode", [P] * 6 + [I64] * 3 + [P] * 3)
 
 
 def _mlp(mlp: Any) -> tuple[Linear, Linear, Act, Moe | None] | None:
@@ -100,31 +105,49 @@ def _mlp(mlp: Any) -> tuple[Linear, Linear, Act, Moe | None] | None:
 
 
 def _layer(
-    layer: Any, caches: tuple[torch.Tensor, torch.Tensor], group: int, rotary: Any, eps: float
-) -> tuple[_Layer, Moe | None] | None:
-    """A ``LlamaDecoderLayer``'s view for the kernel (and its experts' view, which it points
-    to), or None where it does not fit: its norms not float32 of one ``eps``, a weight of
-    another format, an activation or rotary table the kernel lacks."""
-    attn, spec = layer.self_attn, layer.self_attn.spec
+    layer: Any, eps: float, attention: tuple[Any, int, Any] | None, states: Any
+) -> tuple[_Layer, Moe | None, Gdn | None] | None:
+    """A decoder layer's view for the kernel (and the views of its experts and its linear
+    attention, which it points to), or None where it does not fit: its norms not float32 of
+    one ``eps``, a weight of another format, an activation or rotary table the kernel lacks.
+    ``attention``: an attention layer's (KV caches, KV cache group, rotary table);
+    ``states``: a linear-attention layer's (convolution pool, state pool)."""
+    attn: Any = getattr(layer, "self_attn", None)
+    spec: Any = None if attn is None else attn.spec
     # In _NORMS' order. Sandwich norms: the attention's output normed, then the MLP's input
     # and output.
     norms: list[Any] = [layer.input_layernorm, layer.post_attention_layernorm, None, None]
-    if layer.sandwich:
+    if getattr(layer, "sandwich", False):
         norms[1:] = [layer.pre_feedforward_layernorm, norms[1], layer.post_feedforward_layernorm]
-    norms += [attn.q_norm, attn.k_norm]
+    norms += [None, None] if attn is None else [attn.q_norm, attn.k_norm]
     weights = [n.weight for n in norms if n is not None]
-    if any(n.eps != eps for n in norms if n is not None) or not floats(*weights, spec.sinks):
+    sinks = None if spec is None else spec.sinks
+    if any(n.eps != eps for n in norms if n is not None) or not floats(*weights, sinks):
         return None
-    qkv, o, mlp = linear(attn.qkv_proj), linear(attn.o_proj), _mlp(layer.mlp)
-    if qkv is None or o is None or mlp is None or not floats(rotary.cos, rotary.sin):
+    mlp = _mlp(layer.mlp)
+    if mlp is None:
         return None
     gate_up, down, the_act, experts = mlp
-    k_cache, v_cache = caches
+    pointers = [None if n is None else n.weight.data_ptr() for n in norms]
+    if attention is None:  # Gated DeltaNet
+        mixer = gdn(layer.linear_attn, *states)
+        if mixer is None:
+            return None
+        return _Layer(
+            *pointers, None, None, None, Linear(), Linear(), gate_up, down,
+            None if experts is None else ctypes.pointer(experts), the_act,
+            None, None, 0, 0, 0.0, 0.0, ctypes.pointer(mixer), 0, 0,
+        ), experts, mixer  # fmt: skip
+    (k_cache, v_cache), group, rotary = attention
+    qkv, o = linear(attn.qkv_proj), linear(attn.o_proj)
+    rotated = rotary.cos.shape[-1]
+    if qkv is None or o is None or not floats(rotary.cos, rotary.sin) or rotated % 2:
+        return None
     view = _Layer(
-        *(None if n is None else n.weight.data_ptr() for n in norms),
+        *pointers,
         rotary.cos.data_ptr(),
         rotary.sin.data_ptr(),
-        pointer(spec.sinks),
+        pointer(sinks),
         qkv,
         o,
         gate_up,
@@ -137,8 +160,11 @@ def _layer(
         group,
         spec.scale,
         spec.softcap or 0.0,
+        None,
+        rotated,
+        int(getattr(attn, "gated", False)),
     )
-    return view, experts
+    return view, experts, None
 
 
 class _Plan:
@@ -149,6 +175,7 @@ class _Plan:
         self, model: _Model, layers: ctypes.Array[_Layer], experts: list, kv_caches: list
     ) -> None:
         self.model, self.layers, self.experts, self.kv_caches = model, layers, experts, kv_caches
+        self.mixers: list[Gdn | None] = []
 
 
 class FusedDecode:
@@ -208,6 +235,7 @@ class FusedDecode:
             x.shape[0],
             tables.shape[1],
             torch.get_num_threads(),
+            *_state_rows(ctx.states),
         )
         if status != 0:
             raise MemoryError("the fused decode kernel ran out of memory")
@@ -219,10 +247,20 @@ class FusedDecode:
             return self._plan
         if self._unfit is caches:
             return None
-        self._plan = _make_plan(model, caches, ctx.cache_groups) if _fits(ctx) else None
+        fits = _fits(ctx)
+        self._plan = _make_plan(model, caches, ctx.cache_groups, ctx.states) if fits else None
         if self._plan is None:
             self._unfit = caches
         return self._plan
+
+
+def _state_rows(states: StepStates | None) -> tuple[int | None, int | None, int | None]:
+    """Each row's state slot and checkpoint (slot, save_at, save_slot): a hybrid's."""
+    if states is None:
+        return None, None, None
+    at, slot = states.save_at, states.save_slot
+    saves = (None, None) if at is None or slot is None else (at.data_ptr(), slot.data_ptr())
+    return states.slots.data_ptr(), *saves
 
 
 def _fits(ctx: ForwardContext) -> bool:
@@ -239,25 +277,31 @@ def _fits(ctx: ForwardContext) -> bool:
     )
 
 
-def _make_plan(model: LlamaStack, kv_caches: list, groups: tuple[int, ...]) -> _Plan | None:
-    """``groups``: each cache's KV cache group."""
+def _make_plan(
+    model: LlamaStack, kv_caches: list, groups: tuple[int, ...], states: StepStates | None
+) -> _Plan | None:
+    """``groups``: each cache's KV cache group; ``states``: a hybrid's state pools."""
     decoders: list[Any] = list(model.layers)
-    attns = [layer.self_attn for layer in decoders]
+    attns = [layer.self_attn for layer in decoders if hasattr(layer, "self_attn")]
     shapes = {(a.num_heads, a.num_kv_heads, a.head_dim) for a in attns}
     if len(shapes) != 1 or attns[0].head_dim > _MAX_HEAD_DIM:
         return None
     eps = decoders[0].input_layernorm.eps
-    rotaries: list[Any] = [model.rotaries[attn.rope] for attn in attns]
-    found = [
-        _layer(layer, caches, groups[i], rotary, eps)
-        for i, (layer, rotary, caches) in enumerate(zip(decoders, rotaries, kv_caches))
-    ]
+    found = []
+    for layer in decoders:
+        mixer = getattr(layer, "linear_attn", None)
+        if mixer is None:  # attention: its KV cache (as the model numbers them) and rope
+            cache, rotary = layer.self_attn.layer_idx, model.rotaries[layer.self_attn.rope]
+            found.append(_layer(layer, eps, (kv_caches[cache], groups[cache], rotary), None))
+        elif states is not None:
+            pools = (states.conv[mixer.state_index], states.recurrent[mixer.state_index])
+            found.append(_layer(layer, eps, None, pools))
+        else:
+            return None
     views = [view for view in found if view is not None]
     if len(views) != len(decoders):
         return None
-    if any(r.cos.shape[-1] != a.head_dim for r, a in zip(rotaries, attns)):
-        return None  # a partial rotary table
-    array = (_Layer * len(views))(*(layer for layer, _ in views))
+    array = (_Layer * len(views))(*(layer for layer, _, _ in views))
     first = attns[0]
     spec = _Model(
         len(views),
@@ -270,4 +314,6 @@ def _make_plan(model: LlamaStack, kv_caches: list, groups: tuple[int, ...]) -> _
         eps,
         array,
     )
-    return _Plan(spec, array, [experts for _, experts in views], kv_caches)
+    plan = _Plan(spec, array, [experts for _, experts, _ in views], kv_caches)
+    plan.mixers = [mixer for _, _, mixer in views]  # kept alive with the plan
+    return plan

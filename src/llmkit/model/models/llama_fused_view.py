@@ -16,7 +16,7 @@ from llmkit.model.layers.q8 import Q8Linear
 from llmkit.model.layers.quant import QuantizedLinear
 
 I64, P, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
-MAX_PARTS = 3  # q, k, v
+MAX_PARTS = 4  # q, k, v; a linear attention's in-projection: q/k/v, z, b, a
 FIELDS = ("w", "hi", "scale", "min", "d", "dmin")  # a Part's weight fields, in order
 
 

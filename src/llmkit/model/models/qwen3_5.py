@@ -34,7 +34,6 @@ from llmkit.model.models.llama import (
     LlamaAttention,
     LlamaForCausalLM,
     LlamaMLP,
-    LlamaModel,
     head_dim,
 )
 from llmkit.model.parallel import SINGLE, TensorParallel
@@ -50,6 +49,8 @@ _PLAIN_NORM = "linear_attn.norm.weight"
 
 class GatedAttention(LlamaAttention):
     """Qwen3's attention whose query projection interleaves a gate with each head's query."""
+
+    gated = True  # (the fused decode step's flag)
 
     def __init__(self, cfg: PretrainedConfig, cache: int, how: LayerAttention) -> None:
         super().__init__(cfg, cache, bool(cfg.attention_bias), True, SINGLE, how)
@@ -105,14 +106,6 @@ class Qwen3_5DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class Qwen3_5Model(LlamaModel):
-    def __init__(
-        self, family: type[LlamaForCausalLM], cfg: PretrainedConfig, tp: TensorParallel
-    ) -> None:
-        super().__init__(family, cfg, tp)
-        self.fused_decode.enabled = False  # the fused C step has no linear-attention layer
-
-
 class Qwen3_5ForCausalLM(LlamaForCausalLM):
     qk_norm = True
     supports_tensor_parallel = False  # linear attention's heads are not sharded over ranks
@@ -126,7 +119,6 @@ class Qwen3_5ForCausalLM(LlamaForCausalLM):
     }
     # A GGUF file's names (model/gguf/weights.py reads its ssm_dt.bias as dt.bias).
     renames: ClassVar[dict[str, str]] = {"linear_attn.dt.bias": "linear_attn.dt_bias"}
-    stack: ClassVar[type[LlamaModel]] = Qwen3_5Model
 
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__(cfg, tp)
