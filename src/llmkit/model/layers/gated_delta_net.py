@@ -126,8 +126,8 @@ class GatedDeltaNet(nn.Module):
         for i, slot in enumerate(states.slots_host):
             first, last = starts[i], starts[i + 1]
             window = torch.cat([pool[slot], qkv[first:last].float()])
-            taps = window.unfold(0, self.kernel, 1)  # [rows, channels, kernel]
-            out[first:last] = (taps * weight).sum(-1)
+            taps = F.conv1d(window.t()[None], weight[:, None], groups=self.conv_dim)
+            out[first:last] = taps[0].t()
             pool[slot] = window[last - first :]
             windows.append(window)
         self._save_conv(pool, states, windows)
