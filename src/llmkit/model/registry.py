@@ -80,21 +80,12 @@ _GEMMA_NORMS = MappingProxyType(
     }
 )
 
-# Qwen3.5's linear-attention layers as llama.cpp names them (its converter writes A_log as
-# ssm_a = -exp(A_log), the model turns it back), and the norm after attention.
-_QWEN35_TENSORS = MappingProxyType(
-    {
-        "post_attention_norm": "post_attention_layernorm",
-        "attn_qkv": "linear_attn.in_proj_qkv",
-        "attn_gate": "linear_attn.in_proj_z",
-        "ssm_beta": "linear_attn.in_proj_b",
-        "ssm_alpha": "linear_attn.in_proj_a",
-        "ssm_out": "linear_attn.out_proj",
-        "ssm_norm": "linear_attn.norm",
-        "ssm_conv1d": "linear_attn.conv1d",
-        "ssm_dt": "linear_attn.dt",
-        "ssm_a": "linear_attn.ssm_a",
-    }
+# (The converter shifts every norm by one but the linear attention's gated one.)
+_QWEN35_GGUF: dict[str, Any] = dict(
+    gguf_tensors=families.QWEN35_TENSORS,
+    gguf_config=families.qwen35,
+    gguf_norm_shift=1.0,
+    gguf_unshifted=("linear_attn.norm.weight",),
 )
 # Three linear-attention layers, then a full-attention one; two value heads a key head, of
 # another size than the keys', so that every head mapping is observable.
@@ -251,10 +242,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         "qwen3_5",
         "Qwen3_5TextConfig",
         gguf="qwen35",
-        gguf_tensors=_QWEN35_TENSORS,
-        gguf_config=families.qwen35,
-        gguf_norm_shift=1.0,
-        gguf_unshifted=("linear_attn.norm.weight",),
+        **_QWEN35_GGUF,
         demo=_QWEN35_DEMO,
     ),
     Architecture(
@@ -266,18 +254,7 @@ ARCHITECTURES: tuple[Architecture, ...] = (
         gguf_keys=MappingProxyType(
             {**_MOE_KEYS, "shared_expert_intermediate_size": "expert_shared_feed_forward_length"}
         ),
-        gguf_tensors=MappingProxyType(
-            {
-                **_QWEN35_TENSORS,
-                "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
-                "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
-                "ffn_up_shexp": "mlp.shared_expert.up_proj",
-                "ffn_down_shexp": "mlp.shared_expert.down_proj",
-            }
-        ),
-        gguf_config=families.qwen35,
-        gguf_norm_shift=1.0,
-        gguf_unshifted=("linear_attn.norm.weight",),
+        **_QWEN35_GGUF,
         demo=MappingProxyType(
             {
                 **_QWEN35_DEMO,

@@ -66,3 +66,14 @@ def check_all_loaded(
     missing = set(params) - loaded - exempt
     if missing:
         raise ValueError(f"checkpoint lacks weights: {', '.join(sorted(missing)[:5])}")
+
+
+def stacked_pieces(projections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
+    """A model class's ``projections``: HF parameter name piece -> (our fused parameter, its
+    shard), for the stacked ones."""
+    return {
+        piece: (path.rpartition(".")[2], shard)
+        for path, pieces in projections.items()
+        if len(pieces) > 1
+        for shard, piece in enumerate(pieces)
+    }

@@ -1,12 +1,36 @@
 """The config fields a family's GGUF metadata gives less directly than a key per field, read as
-llama.cpp's loader reads them (a registry entry's ``gguf_config``). Torch-free."""
+llama.cpp's loader reads them (a registry entry's ``gguf_config``), and the tensor names of a
+family whose files name many of their own. Torch-free."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 SLIDING, FULL = "sliding_attention", "full_attention"
+
+# Qwen3.5's linear-attention layers as llama.cpp names them (its converter writes A_log as
+# ssm_a = -exp(A_log), the model turns it back), and the norm after attention.
+QWEN35_TENSORS = MappingProxyType(
+    {
+        "post_attention_norm": "post_attention_layernorm",
+        "attn_qkv": "linear_attn.in_proj_qkv",
+        "attn_gate": "linear_attn.in_proj_z",
+        "ssm_beta": "linear_attn.in_proj_b",
+        "ssm_alpha": "linear_attn.in_proj_a",
+        "ssm_out": "linear_attn.out_proj",
+        "ssm_norm": "linear_attn.norm",
+        "ssm_conv1d": "linear_attn.conv1d",
+        "ssm_dt": "linear_attn.dt",
+        "ssm_a": "linear_attn.ssm_a",
+        # The MoE's shared expert and its gate.
+        "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+        "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+        "ffn_up_shexp": "mlp.shared_expert.up_proj",
+        "ffn_down_shexp": "mlp.shared_expert.down_proj",
+    }
+)
 
 
 class Key(Protocol):

@@ -152,10 +152,8 @@ def _plan(
     for layer in sorted(layers):
         for module, pieces in projections.items():
             owner = module.partition(".")[0]
-            found = [gguf_piece(f"{owner}.{p}", table.arch) for p in pieces]
-            names = [f"blk.{layer}.{piece}.weight" for piece in found if piece is not None]
-            if len(names) == len(pieces):
-                _linear(plan, table, formats, store, f"model.layers.{layer}.{module}", names)
+            names = [f"blk.{layer}.{gguf_piece(f'{owner}.{p}', table.arch)}.weight" for p in pieces]
+            _linear(plan, table, formats, store, f"model.layers.{layer}.{module}", names)
         _experts(plan, table, formats, store, layer)
     embedding = table.tensors.get("token_embd.weight")
     if with_embedding and embedding is not None and embedding.type in formats:

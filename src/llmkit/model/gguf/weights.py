@@ -62,11 +62,10 @@ def _facts(arch: str) -> tuple[str, ...]:
     return () if entry is None else entry.gguf_reads
 
 
-def gguf_piece(module: str, arch: str) -> str | None:
+def gguf_piece(module: str, arch: str) -> str:
     """The GGUF tensor name piece of a decoder layer's HF module (``self_attn.q_proj``:
-    ``attn_q``) in a file of architecture ``arch``; None if its files have no such module
-    (a dense Qwen3.5's shared expert)."""
-    return next((gguf for gguf, hf in _layer_table(arch).items() if hf == module), None)
+    ``attn_q``) in a file of architecture ``arch``."""
+    return next(gguf for gguf, hf in _layer_table(arch).items() if hf == module)
 
 
 def hf_name(name: str, arch: str) -> str | None:

@@ -30,7 +30,7 @@ from llmkit.model.layers.rotary import Rope, RotaryEmbedding, apply_rope
 from llmkit.model.layers.vocab_parallel import ParallelLMHead, VocabParallelEmbedding
 from llmkit.model.models.llama_fused import FusedDecode
 from llmkit.model.parallel import SINGLE, TensorParallel
-from llmkit.model.weights import Weight, check_all_loaded, copy_weight
+from llmkit.model.weights import Weight, check_all_loaded, copy_weight, stacked_pieces
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -174,7 +174,6 @@ class LlamaModel(nn.Module):
         layers = [family.decoder_layer(cfg, i, tp) for i in range(cfg.num_hidden_layers)]
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        # (A hybrid's linear-attention layers have no attention, and no rotary table.)
         keys = dict.fromkeys(a.rope for a in attentions(layers))
         self.rotaries = nn.ModuleDict(
             {k: family.rotary(cfg, None if k == DEFAULT_ROPE else k) for k in keys}
@@ -301,7 +300,7 @@ class LlamaForCausalLM(nn.Module):
                 copy_weight(params, *expert[:1], weight, expert[1])
                 loaded.add(expert[0])
                 continue
-            for piece, (fused, shard) in _stacked(self.projections).items():
+            for piece, (fused, shard) in stacked_pieces(self.projections).items():
                 if f".{piece}." in name:
                     target = name.replace(piece, fused)
                     copy_weight(params, target, weight, shard)
@@ -311,16 +310,6 @@ class LlamaForCausalLM(nn.Module):
                 copy_weight(params, name, weight)
                 loaded.add(name)
         check_all_loaded(params, loaded, {"lm_head.weight"} if self.tie_word_embeddings else set())
-
-
-def _stacked(projections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, int]]:
-    """HF parameter name piece -> (our fused parameter, its shard), for the stacked ones."""
-    return {
-        piece: (path.rpartition(".")[2], shard)
-        for path, pieces in projections.items()
-        if len(pieces) > 1
-        for shard, piece in enumerate(pieces)
-    }
 
 
 class MistralForCausalLM(LlamaForCausalLM):
