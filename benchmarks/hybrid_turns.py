@@ -7,7 +7,8 @@ each turn's time to first token, llmkit's server against llama-server on the sam
 Both servers listen on 127.0.0.1 in turn (never together, on the same cores) and get the
 same conversation over OpenAI's chat API, streamed: a first user message of ``--first``
 tokens' worth of words, then ``--turns - 1`` more of ``--each``, each after the previous
-answer (16 greedy tokens) in the history. A turn's time to first token is what its client
+answer (16 greedy tokens; the history gets the same fixed answer of that length on both
+sides, as a replayed conversation). A turn's time to first token is what its client
 waits for the first streamed token. llama-server runs with its defaults (``-c 8192 -t
 THREADS``: its prompt cache and the context checkpoints it keeps of a recurrent state),
 llmkit with ``llmkit serve FILE --max-model-len 8192`` (prefix caching on, its state
@@ -43,7 +44,8 @@ def _free_port() -> int:
 @contextmanager
 def server(argv: list[str], port: int) -> Iterator[str]:
     """A server process on ``port`` until the block ends; yields its base URL once ready."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = Path(f"/tmp/hybrid_turns-{Path(argv[0]).name}-{port}.log")
+    proc = subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 600
@@ -51,15 +53,34 @@ def server(argv: list[str], port: int) -> Iterator[str]:
             if proc.poll() is not None:
                 raise RuntimeError(f"{argv[0]} exited with {proc.returncode}")
             try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
+        _warm_up(url)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def _warm_up(url: str) -> None:
+    """One short chat, retried while the server is still coming up: a server may answer
+    /health before its first request is served (llama-server's did, and then dropped it)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    for _ in range(60):
+        if _served(url, body):
+            return
+        time.sleep(1)
+    raise RuntimeError(f"{url} serves no chat")
+
+
+def _served(url: str, body: dict) -> bool:
+    try:
+        return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60).is_success
+    except httpx.HTTPError:
+        return False
 
 
 def _text(words: int, offset: int) -> str:
@@ -82,7 +103,7 @@ def conversation(url: str, turns: int, first: int, each: int) -> list[float]:
                 "temperature": 0.0,
                 "stream": True,
             }
-            start, first_at, answer = time.perf_counter(), None, []
+            start, first_at = time.perf_counter(), None
             with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
                 response.raise_for_status()
                 for line in response.iter_lines():
@@ -91,9 +112,11 @@ def conversation(url: str, turns: int, first: int, each: int) -> list[float]:
                     delta = json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
                     if delta and first_at is None:
                         first_at = time.perf_counter()
-                    answer.append(delta)
             times.append((first_at or time.perf_counter()) - start)
-            messages.append({"role": "assistant", "content": "".join(answer)})
+            # The history takes a fixed answer, the same on both sides: a random model's own
+            # text differs between them and re-tokenizes to other lengths, which would make
+            # the next turns' prompts unequal.
+            messages.append({"role": "assistant", "content": _text(ANSWER_TOKENS * 4 // 7, 99)})
     return times
 
 
