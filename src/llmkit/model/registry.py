@@ -265,6 +265,21 @@ ARCHITECTURES: tuple[Architecture, ...] = (
             }
         ),
     ),
+    # Qwen3.5/3.6 as published (a vision tower beside the text model): the text model.
+    Architecture(
+        "Qwen3_5ForConditionalGeneration",
+        "qwen3_5",
+        "qwen3_5",
+        "Qwen3_5Config",
+        kind="vision-language",
+    ),
+    Architecture(
+        "Qwen3_5MoeForConditionalGeneration",
+        "qwen3_5_moe",
+        "qwen3_5",
+        "Qwen3_5MoeConfig",
+        kind="vision-language",
+    ),
     Architecture("BertModel", "bert", "bert", "BertConfig", kind="encoder"),
     Architecture("BertForMaskedLM", "bert", "bert", "BertConfig", kind="encoder"),
     Architecture(

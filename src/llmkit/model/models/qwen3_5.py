@@ -171,3 +171,30 @@ class Qwen3_5MoeForCausalLM(Qwen3_5ForCausalLM):
             shared=shared,
             shared_gate=True,
         )
+
+
+class _PublishedCheckpoint:
+    """Qwen3.5/3.6 as published: a vision-language checkpoint (``model.language_model.*``
+    beside a vision tower, ``model.visual.*``) whose text model is served; the vision tower
+    is not read (llmkit takes text with these models)."""
+
+    def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
+        super().__init__(cfg.get_text_config(), tp)  # type: ignore[call-arg]
+
+    def checkpoint_weights(
+        self, weights: Iterable[tuple[str, Weight]]
+    ) -> Iterable[tuple[str, Weight]]:
+        text = (
+            (name.replace("model.language_model.", "model.", 1), weight)
+            for name, weight in weights
+            if not name.startswith("model.visual.")
+        )
+        return super().checkpoint_weights(text)  # type: ignore[misc]
+
+
+class Qwen3_5ForConditionalGeneration(_PublishedCheckpoint, Qwen3_5ForCausalLM):
+    pass
+
+
+class Qwen3_5MoeForConditionalGeneration(_PublishedCheckpoint, Qwen3_5MoeForCausalLM):
+    pass
