@@ -8,8 +8,9 @@ import shutil
 import pytest
 import torch
 import transformers
+from tests.model.hf_check import assert_answers_as_hf
 
-from llmkit import LLM, SamplingParams
+from llmkit import LLM
 from llmkit.model.loader import model_class
 from llmkit.model.shape import model_shape
 
@@ -36,16 +37,7 @@ def scaled(request, model_factory, tmp_path_factory):
 
 def test_learnt_scales_give_hfs_logprobs_and_tokens(scaled):
     path, hf = scaled
-    llm = LLM(path, max_model_len=512)
-    params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True, prompt_logprobs=0)
-    for prompt, out in zip(PROMPTS, llm.generate(PROMPTS, params, use_tqdm=False)):
-        full = prompt + list(out.outputs[0].token_ids)
-        with torch.no_grad():
-            ref = torch.log_softmax(hf(torch.tensor([full])).logits[0].float(), dim=-1)
-        assert out.outputs[0].token_ids == ref[len(prompt) - 1 : -1].argmax(-1).tolist()
-        for pos in range(1, len(prompt)):
-            got = out.prompt_logprobs[pos][prompt[pos]].logprob
-            assert got == pytest.approx(ref[pos - 1, prompt[pos]].item(), abs=1e-4)
+    assert_answers_as_hf(LLM(path, max_model_len=512), hf, PROMPTS, 6, 1e-4)
 
 
 def test_gemma4_keeps_a_kv_cache_per_layer_that_computes_keys(model_factory):

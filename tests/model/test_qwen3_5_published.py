@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from tests.model.hf_check import assert_answers_as_hf
 
-from llmkit import LLM, SamplingParams
+from llmkit import LLM
 from llmkit.model.demo import _tokenizer
 from llmkit.model.registry import by_model_type
 
@@ -46,13 +47,4 @@ def published(request, tmp_path_factory):
 
 def test_a_published_checkpoint_serves_its_text_model(published):
     folder, hf = published
-    llm = LLM(folder, max_model_len=512)
-    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, prompt_logprobs=0)
-    for prompt, out in zip(PROMPTS, llm.generate(PROMPTS, params, use_tqdm=False)):
-        full = prompt + list(out.outputs[0].token_ids)
-        with torch.no_grad():
-            ref = torch.log_softmax(hf(input_ids=torch.tensor([full])).logits[0].float(), -1)
-        assert out.outputs[0].token_ids == ref[len(prompt) - 1 : -1].argmax(-1).tolist()
-        for pos in range(1, len(prompt)):
-            got = out.prompt_logprobs[pos][prompt[pos]].logprob
-            assert got == pytest.approx(ref[pos - 1, prompt[pos]].item(), abs=2e-3)
+    assert_answers_as_hf(LLM(folder, max_model_len=512), hf, PROMPTS, 8, 2e-3)
