@@ -139,7 +139,8 @@ class ModelRunner:
     def _capture_graphs(self, max_model_len: int, tp: TensorParallel) -> DecodeGraphs | None:
         """Decode graphs where every step's forward is the same kernels on the same buffers:
         CUDA, the Triton backend (the torch one plans on the host), one process, no LoRA
-        (its per-step adapter indices), and a decoder."""
+        (its per-step adapter indices), one KV cache group, no recurrent states (a hybrid's
+        per-step slot indices), and a decoder."""
         if (
             self.device.type != "cuda"
             or self.config.enforce_eager
@@ -148,6 +149,7 @@ class ModelRunner:
             or self.lora is not None
             or self.is_encoder
             or len(self.kv_layout.windows) > 1  # the graphs' inputs hold one block table
+            or self.states is not None
         ):
             return None
         with torch.inference_mode():
