@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -194,16 +193,27 @@ def test_tokenizer_and_chat_template_equal_transformers_gguf(gguf_file, hf_token
     assert "You are a helpful AI assistant named SmolLM" in ours.apply_chat_template(CHATS[0])
 
 
-def test_second_load_is_5x_faster_than_the_first(gguf_file, tmp_path):
-    def load() -> float:
-        start = time.perf_counter()
+def test_a_second_load_maps_the_cached_folder_without_parsing_the_file(
+    gguf_file, tmp_path, monkeypatch
+):
+    """The first load parses the file's metadata (~1.7 s for a 49k vocabulary's strings) into
+    a cached folder; a second one reads that folder and never parses the file again. (It was
+    a timing test, 5x faster, which a busy machine could fail.)"""
+    import llmkit.model.gguf.file as gguf_files
+
+    def load() -> str:
         folder = resolve_model(str(gguf_file), tmp_path)
         transformers.AutoConfig.from_pretrained(folder)
         Tokenizer(folder)
-        return time.perf_counter() - start
+        return folder
 
-    first, second = load(), load()
-    assert first >= 5 * second, (first, second)
+    first = load()
+
+    def parse(path):
+        raise AssertionError(f"the second load parsed {path} again")
+
+    monkeypatch.setattr(gguf_files, "open_gguf", parse)
+    assert load() == first
 
 
 def test_smollm2_missing_says_how_to_install(monkeypatch):
