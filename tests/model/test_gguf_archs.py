@@ -183,21 +183,7 @@ def _add_tokenizer(writer: gguf.GGUFWriter, folder: str) -> None:
     writer.add_chat_template(Path(folder, "chat_template.jinja").read_text())
 
 
-@pytest.mark.parametrize(
-    "arch",
-    [
-        "llama",
-        "mistral",
-        "qwen2",
-        "qwen3",
-        "qwen3_moe",
-        "gpt_oss",
-        "gemma3_text",
-        "gemma4_text",
-        "qwen3_5_text",
-        "qwen3_5_moe_text",
-    ],
-)
+@pytest.mark.parametrize("arch", registry.model_types("decoder"))  # every one, a new one too
 def test_a_gguf_file_serves_what_its_hf_folder_does(arch, model_factory, tmp_path):
     folder = model_factory(arch)
     file = write_gguf(folder, tmp_path / f"{arch}.gguf")
