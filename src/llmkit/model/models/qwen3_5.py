@@ -122,11 +122,8 @@ class Qwen3_5ForCausalLM(LlamaForCausalLM):
 
     def __init__(self, cfg: PretrainedConfig, tp: TensorParallel = SINGLE) -> None:
         super().__init__(cfg, tp)
-        self.recurrent_state_shapes = [
-            layer.linear_attn.state_shape
-            for layer in self.model.layers
-            if isinstance(layer, Qwen3_5DecoderLayer) and hasattr(layer, "linear_attn")
-        ]
+        mixers = (getattr(layer, "linear_attn", None) for layer in self.model.layers)
+        self.recurrent_state_shapes = [m.state_shape for m in mixers if m is not None]
 
     @classmethod
     def layer_attention(cls, cfg: PretrainedConfig, i: int) -> LayerAttention:
