@@ -24,6 +24,14 @@ def at_least(name: str, value: int | None, low: int, unset: object = ...) -> Non
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
+def positive(name: str, value: float | None, zero: bool = False, unset: object = ...) -> None:
+    """``value`` a number > 0 (``zero``: >= 0), or ``unset`` (an optional field's None)."""
+    if value is unset:
+        return
+    if not isinstance(value, int | float) or not (value >= 0 if zero else value > 0):
+        raise ValueError(f"{name} must be {'>=' if zero else '>'} 0, got {value!r}")
+
+
 def speculative_settings(spec: object) -> dict[str, Any]:
     """vLLM's settings checked, with the method's defaults (``_SPEC_DEFAULTS``) filled in."""
     if not isinstance(spec, dict):

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmkit.checks import at_least, choice, speculative_settings
+from llmkit.checks import at_least, choice, positive, speculative_settings
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _DEVICES = ("auto", "cpu", "cuda")
@@ -77,6 +77,19 @@ class EngineConfig:
     enable_prefix_caching: bool = field(
         default=True,
         metadata={"help": "reuse the KV cache blocks of prompt prefixes earlier requests computed"},
+    )
+    prompt_cache_gib: float = field(
+        default=2.0,
+        metadata={
+            "help": "GiB of host memory for cached prefixes the KV pool lets go (this "
+            "process's models share it; found again, they are copied back, not recomputed)"
+        },
+    )
+    prompt_cache_dir: str | None = field(
+        default=None, metadata={"help": "a folder for the prompt cache's tier on disk"}
+    )
+    prompt_cache_disk_gib: float = field(
+        default=16.0, metadata={"help": "the most GiB the disk tier keeps, least recent out first"}
     )
     disable_hybrid_kv_cache_manager: bool = field(
         default=False,
@@ -284,12 +297,11 @@ class EngineConfig:
                 "quantization_group_size must be one of "
                 f"{', '.join(map(str, _INT4_GROUP_SIZES))}, got {self.quantization_group_size!r}"
             )
-        if self.max_queue_wait_s is not None and not self.max_queue_wait_s > 0:
-            raise ValueError(f"max_queue_wait_s must be > 0, got {self.max_queue_wait_s}")
-        if not self.watchdog_timeout_s > 0:
-            raise ValueError(f"watchdog_timeout_s must be > 0, got {self.watchdog_timeout_s}")
-        if not self.cpu_kv_cache_gib > 0:
-            raise ValueError(f"cpu_kv_cache_gib must be > 0, got {self.cpu_kv_cache_gib}")
+        positive("max_queue_wait_s", self.max_queue_wait_s, unset=None)
+        positive("watchdog_timeout_s", self.watchdog_timeout_s)
+        positive("cpu_kv_cache_gib", self.cpu_kv_cache_gib)
+        positive("prompt_cache_gib", self.prompt_cache_gib, zero=True)
+        positive("prompt_cache_disk_gib", self.prompt_cache_disk_gib, zero=True)
         if self.limit_mm_per_prompt is not None:
             if not isinstance(self.limit_mm_per_prompt, dict):
                 raise ValueError(

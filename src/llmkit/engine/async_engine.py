@@ -218,7 +218,9 @@ class AsyncEngine(EngineFrontend):
             self._dead = exc
         finally:
             self._watchdog.stop()
-            core.close()  # tensor-parallel workers end with the loop
+            # Tensor-parallel workers end with the loop; a sound engine's prefixes go to the
+            # prompt cache's tiers.
+            core.close(keep_cache=self._dead is None)
             self._stats = core.stats()
             if self._dead is None:
                 self._dead = EngineDeadError("the engine was shut down")

@@ -3,6 +3,7 @@ model calls served by its default model (the first named) once that one is loade
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 # The EngineStats fields that add up across engines (the rest are limits and rates).
 _SUMMED = (
+    *(f.name for f in dataclasses.fields(EngineStats) if f.name.startswith("prompt_cache_")),
     "num_running", "num_waiting", "kv_blocks_total", "kv_blocks_free", "generated_tokens",
     "prompt_tokens", "steps", "num_preemptions", "num_queued", "queued_tokens",
     "queue_wait_count", "queue_wait_sum", "spec_num_drafts", "spec_num_draft_tokens",

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from llmkit.engine.sched.admission import QUEUE_WAIT_BUCKETS
 
 if TYPE_CHECKING:
+    from llmkit.engine.core.stats import EngineStats
     from llmkit.engine.protocol import EngineProtocol
 
 
@@ -114,6 +115,7 @@ class _EngineCollector(Collector):
             ("num_accepted_tokens", s.spec_num_accepted_tokens, "Proposed tokens accepted."),
         ):
             yield CounterMetricFamily(f"llmkit:spec_decode_{name}", text, value=value)
+        yield from _prompt_cache(s)
         if s.queue_wait_buckets:
             bounds = [*map(str, QUEUE_WAIT_BUCKETS), "+Inf"]
             yield HistogramMetricFamily(
@@ -122,6 +124,36 @@ class _EngineCollector(Collector):
                 buckets=list(zip(bounds, s.queue_wait_buckets)),
                 sum_value=s.queue_wait_sum,
             )
+
+
+def _prompt_cache(s: EngineStats) -> Iterator[Metric]:
+    """The prompt cache's tiers: the pool, host memory and disk."""
+    queried = CounterMetricFamily(
+        "llmkit:prompt_cache_queried_tokens",
+        "Prompt tokens a prefix lookup asked of each tier (those the tiers above lacked).",
+        labels=["tier"],
+    )
+    hits = CounterMetricFamily(
+        "llmkit:prompt_cache_hit_tokens",
+        "Prompt tokens found in each tier (the rest of those asked were misses there).",
+        labels=["tier"],
+    )
+    for tier in ("pool", "host", "disk"):
+        queried.add_metric([tier], getattr(s, f"prompt_cache_{tier}_queried_tokens"))
+        hits.add_metric([tier], getattr(s, f"prompt_cache_{tier}_hit_tokens"))
+    size = GaugeMetricFamily(
+        "llmkit:prompt_cache_bytes",
+        "The model's bytes in each tier below the KV pool.",
+        labels=["tier"],
+    )
+    size.add_metric(["host"], s.prompt_cache_host_bytes)
+    size.add_metric(["disk"], s.prompt_cache_disk_bytes)
+    yield from (queried, hits, size)
+    yield CounterMetricFamily(
+        "llmkit:prompt_cache_saved_seconds",
+        "Prefill time the prompt cache's hits saved, estimated at the measured prompt speed.",
+        value=s.prompt_cache_saved_seconds,
+    )
 
 
 class ServerMetrics:

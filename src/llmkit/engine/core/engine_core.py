@@ -17,6 +17,7 @@ from llmkit.engine.core.launch import Launched, Launcher, resolve_async_scheduli
 from llmkit.engine.core.lora_store import LoRAStore
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.pooling import pool_step
+from llmkit.engine.core.prompt_cache import move_blocks, open_tiers, tier_fields
 from llmkit.engine.core.request_table import RequestTable
 from llmkit.engine.core.resolve import resolve
 from llmkit.engine.core.seq_state import SeqState
@@ -60,8 +61,9 @@ class EngineCore:
         runner = self.runner = create_runner(cfg, model.path, model.hf_config, self.max_model_len)
         prefix, windows = config.enable_prefix_caching, runner.kv_layout.windows
         states = runner.states.num_slots if runner.states else 0
+        self.tiers = open_tiers(config, model.path, runner)  # the prompt cache below the pool
         self.allocator = BlockAllocator(
-            runner.num_blocks, config.block_size, prefix, windows, states
+            runner.num_blocks, config.block_size, prefix, windows, states, self.tiers
         )
         self.scheduler = Scheduler(
             self.allocator,
@@ -165,8 +167,11 @@ class EngineCore:
     def has_work(self) -> bool:
         return self.scheduler.has_work() or self._in_flight is not None
 
-    def close(self) -> None:
-        """Release what the core started (tensor-parallel workers); idempotent."""
+    def close(self, keep_cache: bool = True) -> None:
+        """Release what the core started (tensor-parallel workers); idempotent. ``keep_cache``:
+        the engine ended soundly, so its cached prefixes go down to the prompt cache's tiers."""
+        if keep_cache and self.tiers is not None:
+            move_blocks(self.runner, self.tiers, self.allocator.spill())
         self.runner.close()
 
     def stats(self) -> EngineStats:
@@ -181,6 +186,7 @@ class EngineCore:
             prompt_tokens=self._prompt_tokens,
             steps=self._steps,
             num_preemptions=self._preemptions,
+            **tier_fields(self.allocator),
             **{f"spec_{k}": v for k, v in dataclasses.asdict(spec).items()},
             **self.queue.stats_fields(),
         )
@@ -196,7 +202,7 @@ class EngineCore:
         device computes. Step N+1 reads step N's tokens on the device; a request that step N
         finished wastes its row of step N+1, whose token is dropped.
         """
-        touched = self._expire_waiting()
+        touched = self._table.expire_waiting(self.config.max_queue_wait_s)
         if self._in_flight is not None and self._table.host_bound:
             # Some request's next sampling needs its last token on the host (a grammar,
             # penalties, min_tokens): no step runs ahead of its tokens while it lives.
@@ -249,13 +255,6 @@ class EngineCore:
         except Exception as exc:
             logger.exception("engine step failed for %d requests", len(requests))
             touched += self._table.fail(requests, f"engine step failed: {exc!r}")
-
-    def _expire_waiting(self) -> list[RequestState]:
-        """Fail the requests that waited longer than ``max_queue_wait_s`` for a first step."""
-        limit = self.config.max_queue_wait_s
-        overdue = self.queue.overdue(limit, time.monotonic()) if limit else []
-        requests = self._table.requests
-        return [s for rid, exc in overdue for s in self._table.fail(requests[rid][:1], exc)]
 
     def _finish(self, launched: Launched) -> list[RequestState]:
         """Wait for a launched step's tokens and update its requests with them."""

@@ -4,6 +4,7 @@ what the host needs to read its tokens later (a step later with async scheduling
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ import torch
 
 from llmkit.config import EngineConfig
 from llmkit.engine.core.encoder_cache import EncoderCache
+from llmkit.engine.core.prompt_cache import move_blocks
 from llmkit.engine.core.sample_batch import SampleBatch, plain_sample_batch
 from llmkit.engine.core.seq_state import SeqState
 from llmkit.engine.sched.kv_cache import BlockAllocator
@@ -65,6 +67,11 @@ class Launcher:
     ) -> Launched:
         """Queue ``sched``'s forward and sampling. ``prev``: the step in flight, whose
         tokens (on the device) are the last inputs of the requests it sampled."""
+        moves = self.allocator.take_moves()  # before the forward that overwrites the saved
+        if moves:
+            assert self.allocator.tiers is not None
+            move_blocks(self.runner, self.allocator.tiers, moves)
+        started = time.perf_counter()
         inputs = self.encoder.seq_inputs(sched.requests, sched.num_new_tokens, self.allocator)
         for req, seq_input in zip(sched.requests, inputs):
             seq_input.lora = seqs[req].lora
@@ -76,6 +83,8 @@ class Launcher:
             inputs = self.spec.expand(sched.requests, inputs)
         in_flight = prev.sampled.token_ids if prev is not None and prev.sampled else None
         hidden = self.runner.execute(inputs, in_flight)
+        if sched.total_tokens > 2 * len(sched.requests):  # mostly prompt: the prefill's speed
+            self.allocator.tier_stats.time_step(time.perf_counter() - started, sched.total_tokens)
         plan = plan_rows(sched, reported)
         staging = self.runner.staging
         logits = (

@@ -3,6 +3,8 @@ request ends (finished, aborted, failed), giving back what it held."""
 
 from __future__ import annotations
 
+import time
+
 from llmkit.engine.core.encoder_cache import EncoderCache
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.seq_state import SeqState
@@ -58,6 +60,11 @@ class RequestTable:
                 state.failure = error if isinstance(error, LLMKitError) else None
             self.end(state, RequestStatus.FINISHED_ERROR)
         return list(failed.values())
+
+    def expire_waiting(self, limit: float | None) -> list[RequestState]:
+        """Fail the requests that waited longer than ``limit`` seconds for a first step."""
+        overdue = self.queue.overdue(limit, time.monotonic()) if limit else []
+        return [s for rid, exc in overdue for s in self.fail(self.requests[rid][:1], exc)]
 
     def end(self, state: RequestState, status: RequestStatus) -> None:
         """End every sequence of ``state``'s request still running with ``status``."""

@@ -32,3 +32,15 @@ class EngineStats:
     spec_num_draft_tokens: int = 0
     spec_num_accepted_tokens: int = 0
     spec_num_emitted_tokens: int = 0
+    # The prompt cache: prompt tokens a lookup asked of each tier (what the tiers above
+    # lacked) and found there; this model's bytes in the tiers below the KV pool; and the
+    # prefill time its hits saved, estimated at the engine's measured prompt speed.
+    prompt_cache_pool_queried_tokens: int = 0
+    prompt_cache_pool_hit_tokens: int = 0
+    prompt_cache_host_queried_tokens: int = 0
+    prompt_cache_host_hit_tokens: int = 0
+    prompt_cache_disk_queried_tokens: int = 0
+    prompt_cache_disk_hit_tokens: int = 0
+    prompt_cache_host_bytes: int = 0
+    prompt_cache_disk_bytes: int = 0
+    prompt_cache_saved_seconds: float = 0.0

@@ -1,50 +1,36 @@
-"""KV block allocator: reference counts, prefix caching by hash chain, LRU reuse. No torch.
+"""KV block allocator: reference counts, prefix caching, LRU reuse. No torch.
 
-A block holds ``block_size`` consecutive tokens of one sequence. A full block is named by
-the hash of its tokens chained to the hash of the block before it, so two sequences with
-the same prefix name the same blocks and can share them. A block whose reference count
-drops to zero keeps its hash and stays findable until it is reused, least recently freed
-first.
+A block holds ``block_size`` consecutive tokens of one sequence. Full blocks are named
+by their chained hash (``prefix_index.py``), so two sequences with the same prefix share
+them; a block whose reference count drops to zero keeps its name and stays findable until it
+is reused, least recently freed first (and then, with tiers, below the pool).
 
 Layers of sliding-window attention form groups of their own (see :class:`BlockAllocator`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from llmkit.engine.sched.prefix_index import (
+    NO_BLOCK,
+    BlockMoves,
+    Found,
+    PrefixCacheStats,
+    PrefixIndex,
+)
 from llmkit.engine.sched.request import Request
 from llmkit.engine.sched.state_cache import StateCache
+from llmkit.engine.sched.tiers import ModelTiers, Restore, TierStats
 from llmkit.model.state_ops import StateOps
 
-NO_BLOCK = -1  # a windowed group's table entry for a block its window has passed
+__all__ = ["NO_BLOCK", "BlockAllocator", "BlockMoves"]
 
 
 def _held(block: int) -> bool:
     return block != NO_BLOCK
-
-
-def hash_block(parent: bytes, tokens: list[int], extra: bytes = b"") -> bytes:
-    """The chained hash of a full block. sha256: a crafted collision would leak KV content.
-
-    ``extra`` names what the tokens alone do not say (the image behind placeholder tokens).
-    """
-    return hashlib.sha256(parent + array("q", tokens).tobytes() + extra).digest()
-
-
-@dataclass
-class PrefixCacheStats:
-    queried_tokens: int = 0
-    hit_tokens: int = 0
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
 
 
 class BlockAllocator:
@@ -56,9 +42,12 @@ class BlockAllocator:
     leaving ``NO_BLOCK`` in their place. All groups draw from the one pool, so a long context
     costs the full-attention groups' blocks plus a window's worth per windowed group.
 
-    ``state_slots``: a hybrid model's recurrent state slots, which follow the blocks: taken with a
-    request's first blocks, given back with them, a prefix hit only where a checkpoint
+    ``state_slots``: a hybrid model's recurrent state slots, which follow the blocks: taken
+    with a request's first blocks, given back with them, a prefix hit only where a checkpoint
     holds the state after it (``state_cache.py``).
+
+    ``tiers``: where named blocks go when the pool reuses them, and where a lookup finds them
+    again (``tiers.py``); the copies a step needs wait in :attr:`moves` for the runner.
     """
 
     def __init__(
@@ -68,22 +57,22 @@ class BlockAllocator:
         enable_prefix_caching: bool = True,
         windows: Sequence[int | None] = (None,),
         state_slots: int = 0,
+        tiers: ModelTiers | None = None,
     ):
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
         self.windows = tuple(windows)
         self._ref_cnt = [0] * num_blocks
-        self._hash: list[bytes | None] = [None] * num_blocks
-        self._group = [0] * num_blocks  # the group whose map names the block
-        self._cached: list[dict[bytes, int]] = [{} for _ in self.windows]
         # Blocks with no reference, oldest first; popping from the front reuses them LRU.
         self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self._owned: dict[Request, list[list[int]]] = {}
-        self.stats = PrefixCacheStats()
         self.states = (
             StateCache(state_slots, block_size, enable_prefix_caching) if state_slots else None
         )
+        tiers = tiers if enable_prefix_caching else None
+        self.index = PrefixIndex(num_blocks, block_size, self.windows, self.states, tiers)
+        self.tiers = tiers
 
     @property
     def num_free_blocks(self) -> int:
@@ -102,80 +91,39 @@ class BlockAllocator:
         """The step's work on the request's recurrent state (a hybrid model's)."""
         return None if self.states is None else self.states.ops(request)
 
-    def update_block_hashes(self, request: Request) -> None:
-        """Extend ``request.block_hashes`` over every full block of its known tokens."""
+    @property
+    def stats(self) -> PrefixCacheStats:
+        return self.index.stats
+
+    @property
+    def tier_stats(self) -> TierStats:
+        return self.index.tier_stats
+
+    def find_cached(self, request: Request) -> Found:
+        """Per group, the blocks of the longest cached prefix of the request's tokens
+        (:meth:`PrefixIndex.find`); none without prefix caching."""
         if not self.enable_prefix_caching:
-            return
-        hashes = request.block_hashes
-        bs = self.block_size
-        for i in range(len(hashes), request.num_tokens // bs):
-            start, end = i * bs, (i + 1) * bs
-            parent = hashes[-1] if hashes else request.cache_salt
-            extra = request.block_extra_key(start, end) if request.placeholders else b""
-            hashes.append(hash_block(parent, request.tokens(start, end), extra))
+            return [[] for _ in self.windows]
+        return self.index.find(request)
 
-    def find_cached(self, request: Request) -> list[list[int]]:
-        """Per group, the cached blocks of the longest prefix of the request's tokens that
-        every group can resume from: a full group needs all of the prefix's blocks, a
-        windowed one those of the window before its end (``NO_BLOCK`` before them).
+    def take_moves(self) -> BlockMoves:
+        """The copies to and from the tiers that the runner makes before the next step."""
+        return self.index.take_moves()
 
-        At least one token is always left to compute: its logits are what the step is for.
-        """
-        none: list[list[int]] = [[] for _ in self.windows]
-        if not self.enable_prefix_caching:
-            return none
-        self.update_block_hashes(request)
-        hashes = request.block_hashes[: (request.num_tokens - 1) // self.block_size]
-        self.stats.queried_tokens += request.num_tokens
-        hit = len(hashes)
-        for cached, window in zip(self._cached, self.windows):
-            if window is None:
-                hit = next((i for i, h in enumerate(hashes[:hit]) if h not in cached), hit)
-        while True:  # each windowed group may cut the hit; a shorter one may not suit another
-            cut = min(
-                (self._window_hit(g, hashes, hit) for g, w in enumerate(self.windows) if w),
-                default=hit,
-            )
-            if self.states is not None:
-                cut = self.states.resumable(hashes, cut)
-            if cut == hit:
-                break
-            hit = cut
-        if hit == 0:
-            return none
-        self.stats.hit_tokens += hit * self.block_size
-        return [
-            [NO_BLOCK] * (first := self._first_kept(g, hit * self.block_size))
-            + [cached[h] for h in hashes[first:hit]]
-            for g, cached in enumerate(self._cached)
-        ]
-
-    def _first_kept(self, group: int, position: int) -> int:
-        """The first block a query at ``position`` of ``group``'s layers still reads."""
-        window = self.windows[group]
-        return 0 if window is None else max(0, position - window + 1) // self.block_size
-
-    def _window_hit(self, group: int, hashes: list[bytes], hit: int) -> int:
-        """The longest prefix of at most ``hit`` blocks whose window ``group`` holds."""
-        cached = self._cached[group]
-        missing = -1  # the last block before ``end`` that the group lacks
-        last_miss = []
-        for i in range(hit):
-            last_miss.append(missing)
-            if hashes[i] not in cached:
-                missing = i
-        last_miss.append(missing)
-        for end in range(hit, 0, -1):
-            if last_miss[end] < self._first_kept(group, end * self.block_size):
-                return end
-        return 0
+    def spill(self) -> BlockMoves:
+        """The engine is closing: saves of every named block the tiers lack."""
+        return self.index.spill() if self.tiers is not None else BlockMoves()
 
     def allocate(
-        self, request: Request, num_new_tokens: int, cached: Sequence[Sequence[int]] = ()
+        self,
+        request: Request,
+        num_new_tokens: int,
+        cached: Sequence[Sequence[int | Restore]] = (),
     ) -> bool:
         """Give ``request`` room for ``num_new_tokens`` more tokens after its computed ones.
 
-        ``cached`` are the blocks per group from :meth:`find_cached` to take first. A
+        ``cached`` are the blocks per group from :meth:`find_cached` to take first (a
+        :class:`Restore` takes a free block, named at once, filled before the step runs). A
         windowed group first gives back the blocks its window has passed (the request never
         reads them again). Returns False (and takes nothing) when there are not enough free
         blocks.
@@ -186,22 +134,25 @@ class BlockAllocator:
         end = start + num_new_tokens
         for g, window in enumerate(self.windows):
             if window is not None:
-                self._pass_window(owned[g], self._first_kept(g, start))
+                self._pass_window(owned[g], self.index.first_kept(g, start))
         total = -(-end // self.block_size)
         needed = [total - len(o) - len(c) for o, c in zip(owned, taken)]
         if not cached and max(needed) <= 0:  # most decode steps: the last block has room
             self._register_full_blocks(request, owned, end)
             self._plan_state(request, start, end, 0)
             return True
-        revived = sum(1 for c in taken for b in c if b != NO_BLOCK and self._ref_cnt[b] == 0)
-        if sum(max(n, 0) for n in needed) + revived > len(self._free):
+        pooled = [b for c in taken for b in c if isinstance(b, int) and b != NO_BLOCK]
+        restored = sum(1 for c in taken for b in c if isinstance(b, Restore))
+        revived = sum(1 for b in pooled if self._ref_cnt[b] == 0)
+        if sum(max(n, 0) for n in needed) + revived + restored > len(self._free):
             return False
-        for block in (b for c in taken for b in c if b != NO_BLOCK):
+        for block in pooled:  # before any free block is taken: one of them may be these
             if self._ref_cnt[block] == 0:
                 del self._free[block]
             self._ref_cnt[block] += 1
         for g in range(len(self.windows)):
-            owned[g] += taken[g] + [self._take_free() for _ in range(max(needed[g], 0))]
+            owned[g] += [b if isinstance(b, int) else self._restore(g, b) for b in taken[g]]
+            owned[g] += [self._take_free() for _ in range(max(needed[g], 0))]
         self._owned[request] = owned
         self._register_full_blocks(request, owned, end)
         self._plan_state(request, start, end, len(taken[0]))
@@ -224,7 +175,7 @@ class BlockAllocator:
         self._ref_cnt[block] -= 1
         if self._ref_cnt[block] == 0:
             self._free[block] = None
-            if self._hash[block] is None:
+            if not self.index.is_named(block):
                 # Nothing to find in it: reuse it before any cached block.
                 self._free.move_to_end(block, last=False)
 
@@ -255,34 +206,25 @@ class BlockAllocator:
         self.free(request, sound=False)
         for block in blocks:
             if self._ref_cnt[block] == 0:
-                self._unname(block)
+                self.index.unname(block)
 
     def reset_prefix_cache(self) -> int:
         """Forget the prefix of every block no request holds (vLLM's ``reset_prefix_cache``:
-        later prompts recompute what they would have found); blocks in use keep theirs, so a
-        live request's named blocks stay a prefix of its blocks. Returns how many."""
-        named = [block for block in self._free if self._hash[block] is not None]
-        for block in named:
-            self._unname(block)
-        if self.states is not None:
-            self.states.reset()
-        return len(named)
+        later prompts recompute what they would have found), and the tiers' entries; blocks
+        in use keep theirs, so a live request's named blocks stay a prefix of its blocks.
+        Returns how many."""
+        return self.index.reset(list(self._free))
 
     def _take_free(self) -> int:
         block, _ = self._free.popitem(last=False)
-        self._unname(block)
+        self.index.reuse(block)
         self._ref_cnt[block] = 1
         return block
 
-    def _unname(self, block: int) -> None:
-        h = self._hash[block]
-        if h is not None:
-            self._hash[block] = None
-            cached = self._cached[self._group[block]]
-            if cached.get(h) == block:
-                del cached[h]
-                if self.states is not None:
-                    self.states.drop(h)
+    def _restore(self, group: int, restore: Restore) -> int:
+        block = self._take_free()
+        self.index.restore(group, block, restore)
+        return block
 
     def _register_full_blocks(self, request: Request, owned: list[list[int]], end: int) -> None:
         # Blocks are named as soon as the step that fills them is scheduled: K/V are
@@ -290,7 +232,7 @@ class BlockAllocator:
         # the same step (a sibling of n > 1) can already share them.
         if not self.enable_prefix_caching:
             return
-        self.update_block_hashes(request)
+        self.index.update_hashes(request)
         full = min(end // self.block_size, len(request.block_hashes))
         for g, blocks in enumerate(owned):
             # A live request's named blocks are a prefix of its blocks (a block is unnamed
@@ -298,9 +240,6 @@ class BlockAllocator:
             # named (or the first a window has passed).
             for i in reversed(range(full)):
                 block = blocks[i]
-                if block == NO_BLOCK or self._hash[block] is not None:
+                if block == NO_BLOCK or self.index.is_named(block):
                     break
-                h = request.block_hashes[i]
-                self._hash[block] = h
-                self._group[block] = g
-                self._cached[g].setdefault(h, block)
+                self.index.name(request, g, block, i)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from llmkit.engine.sched.kv_cache import BlockAllocator
 from llmkit.engine.sched.request import Request, RequestStatus
+from llmkit.engine.sched.tiers import Restore
 
 
 @dataclass
@@ -205,7 +206,9 @@ class Scheduler:
         loras.add(req.lora_id)
         return True
 
-    def _reserve(self, req: Request, num_new: int, cached: Sequence[Sequence[int]] = ()) -> bool:
+    def _reserve(
+        self, req: Request, num_new: int, cached: Sequence[Sequence[int | Restore]] = ()
+    ) -> bool:
         return self.encoder_only or self.allocator.allocate(req, num_new, cached)
 
     def _peek_waiting(self) -> Request | None:
