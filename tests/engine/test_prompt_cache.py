@@ -1,0 +1,178 @@
+"""The prompt cache's tiers under a real engine: a prefix the pool let go, a closed engine
+left or a restart finds again is copied back, and the outputs are those of no cache at all."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import anyio
+import pytest
+
+from llmkit import LLM, SamplingParams
+from llmkit.engine.sched import tiers
+from llmkit.model.names import installed_gguf
+from llmkit.models import ModelManager, ModelSettings
+
+PARAMS = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True, logprobs=3)
+PREFIX = [(7 * i) % 400 + 5 for i in range(80)]  # five blocks of 16
+
+
+def _cold(path: str) -> LLM:
+    return LLM(path, dtype="float32", max_model_len=128, enable_prefix_caching=False)
+
+
+def _small(path: str, disk: str, requests: int = 2) -> LLM:
+    """An engine whose pool holds ``requests`` requests: the next evicts the first one's."""
+    with _cold(path) as cold:
+        per_seq = cold._core.runner.kv_layout.blocks_per_sequence(128, 64, 16)
+    return LLM(
+        path,
+        dtype="float32",
+        max_model_len=128,
+        num_kv_blocks=requests * per_seq,
+        max_num_batched_tokens=64,
+        prompt_cache_dir=disk,
+    )
+
+
+def _run(llm: LLM, prompt: list[int]) -> tuple[list[int], list[float], int]:
+    out = llm.generate([prompt], PARAMS, use_tqdm=False)[0]
+    done = out.outputs[0]
+    assert done.logprobs is not None
+    return done.token_ids, [e[t].logprob for e, t in zip(done.logprobs, done.token_ids)], (
+        out.num_cached_tokens
+    )
+
+
+def _same(got: tuple[list[int], list[float], int], want: tuple[list[int], list[float], int]):
+    assert got[0] == want[0]
+    assert got[1] == pytest.approx(want[1], abs=1e-5)
+
+
+def _restart() -> None:
+    """What a new process would find: the disk tier, once every write has landed."""
+    for store in tiers._STORES.values():
+        store.flush()
+    tiers._STORES.clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stores():
+    """Each test starts with no store in the process (a store's host tier is per process)."""
+    tiers._STORES.clear()
+    yield
+    tiers._STORES.clear()
+
+
+def _host_then_disk(path: str, disk_dir: str) -> int:
+    """A prompt cold, from the host tier once two others filled the pool, and from the disk
+    after a restart, each equal to no cache at all; returns the tokens the tiers gave."""
+    prompt = [*PREFIX, 1, 2, 3]
+    with _cold(path) as cold:
+        want = _run(cold, prompt)
+    llm = _small(path, disk_dir)
+    _same(_run(llm, prompt), want)
+    for k in (11, 13):  # evict the prompt's blocks to the host tier (and the disk)
+        _run(llm, [(k * i) % 400 + 5 for i in range(100)])
+    host = _run(llm, prompt)
+    _same(host, want)
+    stats = llm.stats()
+    llm.close()
+    _restart()
+    with _small(path, disk_dir) as again:
+        disk = _run(again, prompt)
+        assert again.stats().prompt_cache_disk_hit_tokens == disk[2]
+    _same(disk, want)
+    assert stats.prompt_cache_pool_hit_tokens + stats.prompt_cache_host_hit_tokens == host[2]
+    assert host[2] == disk[2]
+    return stats.prompt_cache_host_hit_tokens + disk[2]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text", "gpt_oss", "qwen3_5_text"])
+def test_restores_from_host_and_disk_equal_no_cache(model_factory, tmp_path, arch):
+    restored = _host_then_disk(model_factory(arch), str(tmp_path))
+    # A hybrid's hit must end where a state checkpoint is, and those stay in the pool.
+    assert restored == 0 if arch.startswith("qwen3_5") else restored > 80
+
+
+def test_restores_into_a_native_gguf_models_float16_cache_equal_no_cache(tmp_path):
+    try:
+        path = str(installed_gguf("smollm2"))
+    except ValueError as e:
+        pytest.skip(str(e))
+    assert _host_then_disk(path, str(tmp_path)) > 80
+
+
+def test_interleaved_conversations_never_get_each_others_blocks(model_factory, tmp_path):
+    path = model_factory("llama")
+    a, b, c = [list(PREFIX)], [[(13 * i) % 400 + 5 for i in range(80)]], [list(range(5, 85))]
+    turns: list[tuple[list[int], ...]] = []
+    with _cold(path) as cold:
+        for turn in range(3):
+            for convo in (a, b, c):
+                prompt = convo[-1][:80] + [turn + 1, turn + 2]
+                turns.append((prompt, *_run(cold, prompt)))
+    with _small(path, str(tmp_path), requests=1) as llm:
+        for prompt, tokens, logprobs, _ in turns:
+            _same(_run(llm, prompt), (tokens, logprobs, 0))
+        stats = llm.stats()
+    # Every later turn found its own prefix, the pool having let some of it go.
+    assert stats.prompt_cache_pool_hit_tokens + stats.prompt_cache_host_hit_tokens == 6 * 80
+    assert stats.prompt_cache_host_hit_tokens > 0
+
+
+def test_a_model_file_replaced_under_the_same_path_never_meets_its_old_entries(
+    model_factory, tmp_path
+):
+    path = tmp_path / "model"
+    shutil.copytree(model_factory("llama"), path)
+    prompt = [*PREFIX, 9]
+    with _small(str(path), str(tmp_path / "disk")) as llm:
+        _run(llm, prompt)  # its blocks go to the tiers when the engine closes
+    _restart()
+    shutil.rmtree(path)
+    shutil.copytree(model_factory("qwen2"), path)
+    with _cold(str(path)) as cold:
+        want = _run(cold, prompt)
+    with _small(str(path), str(tmp_path / "disk")) as llm:
+        got = _run(llm, prompt)
+        assert got[2] == 0 and llm.stats().prompt_cache_host_hit_tokens == 0
+    _same(got, want)
+
+
+def test_a_truncated_disk_entry_is_recomputed_not_loaded(model_factory, tmp_path, caplog):
+    path = model_factory("llama")
+    prompt = [*PREFIX, 9]
+    with _small(path, str(tmp_path)) as llm:
+        want = _run(llm, prompt)
+    _restart()
+    entries = sorted(tmp_path.glob("*/*.kv"))
+    assert len(entries) == 5
+    victim = entries[2]
+    victim.write_bytes(victim.read_bytes()[:100])
+    with caplog.at_level(logging.WARNING), _small(path, str(tmp_path)) as llm:
+        got = _run(llm, prompt)
+    _same(got, want)
+    assert "removed the disk entry" in caplog.text
+    assert got[2] < 80  # the hit stops before the damaged block, computed again
+    _restart()
+    assert victim.stat().st_size > 100  # and written whole again when the engine closed
+
+
+def test_an_unloaded_models_next_load_finds_its_prefixes(model_factory, tmp_path):
+    settings = ModelSettings.of("tiny", model_factory("llama"), dtype="float32", max_model_len=128)
+    prompt = [*PREFIX, 9]
+
+    async def turn(models: ModelManager) -> int:
+        async with await models.acquire("tiny") as engine:
+            async for out in engine.generate({"prompt_token_ids": prompt}, PARAMS):
+                cached = out.num_cached_tokens
+        await models.unload("tiny")
+        return cached
+
+    async def main() -> tuple[int, int]:
+        async with ModelManager([settings]) as models:
+            return await turn(models), await turn(models)
+
+    assert anyio.run(main) == (0, 80)
