@@ -22,26 +22,30 @@ def _cold(path: str) -> LLM:
     return LLM(path, dtype="float32", max_model_len=128, enable_prefix_caching=False)
 
 
-def _small(path: str, disk: str, requests: int = 2) -> LLM:
-    """An engine whose pool holds ``requests`` requests: the next evicts the first one's."""
-    with _cold(path) as cold:
-        per_seq = cold._core.runner.kv_layout.blocks_per_sequence(128, 64, 16)
+def _small(path: str, disk: str, blocks: int = 8) -> LLM:
+    """An engine of ``blocks`` KV blocks (8: one tiny Llama request of 128 tokens)."""
     return LLM(
         path,
         dtype="float32",
         max_model_len=128,
-        num_kv_blocks=requests * per_seq,
+        num_kv_blocks=blocks,
         max_num_batched_tokens=64,
         prompt_cache_dir=disk,
     )
+
+
+def _per_request(llm: LLM) -> int:
+    return llm._core.runner.kv_layout.blocks_per_sequence(128, 64, 16)
 
 
 def _run(llm: LLM, prompt: list[int]) -> tuple[list[int], list[float], int]:
     out = llm.generate([prompt], PARAMS, use_tqdm=False)[0]
     done = out.outputs[0]
     assert done.logprobs is not None
-    return done.token_ids, [e[t].logprob for e, t in zip(done.logprobs, done.token_ids)], (
-        out.num_cached_tokens
+    return (
+        done.token_ids,
+        [e[t].logprob for e, t in zip(done.logprobs, done.token_ids)],
+        (out.num_cached_tokens),
     )
 
 
@@ -71,7 +75,8 @@ def _host_then_disk(path: str, disk_dir: str) -> int:
     prompt = [*PREFIX, 1, 2, 3]
     with _cold(path) as cold:
         want = _run(cold, prompt)
-    llm = _small(path, disk_dir)
+        blocks = 2 * _per_request(cold)  # two requests: a third evicts the first one's
+    llm = _small(path, disk_dir, blocks)
     _same(_run(llm, prompt), want)
     for k in (11, 13):  # evict the prompt's blocks to the host tier (and the disk)
         _run(llm, [(k * i) % 400 + 5 for i in range(100)])
@@ -80,7 +85,7 @@ def _host_then_disk(path: str, disk_dir: str) -> int:
     stats = llm.stats()
     llm.close()
     _restart()
-    with _small(path, disk_dir) as again:
+    with _small(path, disk_dir, blocks) as again:
         disk = _run(again, prompt)
         assert again.stats().prompt_cache_disk_hit_tokens == disk[2]
     _same(disk, want)
@@ -105,20 +110,26 @@ def test_restores_into_a_native_gguf_models_float16_cache_equal_no_cache(tmp_pat
 
 
 def test_interleaved_conversations_never_get_each_others_blocks(model_factory, tmp_path):
+    """Three conversations that share no prefix take turns on a pool that holds one: each
+    turn resends its conversation so far and finds it in the pool or the host tier."""
     path = model_factory("llama")
-    a, b, c = [list(PREFIX)], [[(13 * i) % 400 + 5 for i in range(80)]], [list(range(5, 85))]
-    turns: list[tuple[list[int], ...]] = []
+    convos = [list(PREFIX), [(13 * i) % 400 + 5 for i in range(80)], list(range(5, 85))]
+    turns = []
     with _cold(path) as cold:
         for turn in range(3):
-            for convo in (a, b, c):
-                prompt = convo[-1][:80] + [turn + 1, turn + 2]
-                turns.append((prompt, *_run(cold, prompt)))
-    with _small(path, str(tmp_path), requests=1) as llm:
-        for prompt, tokens, logprobs, _ in turns:
-            _same(_run(llm, prompt), (tokens, logprobs, 0))
+            for c, convo in enumerate(convos):
+                prompt = [*convo, 400 + turn, 410 + c]
+                tokens, logprobs, _ = _run(cold, prompt)
+                turns.append((prompt, tokens, logprobs))
+                convo[:] = prompt + tokens
+    with _small(path, str(tmp_path)) as llm:
+        cached = []
+        for prompt, tokens, logprobs in turns:
+            got = _run(llm, prompt)
+            _same(got, (tokens, logprobs, 0))
+            cached.append(got[2])
         stats = llm.stats()
-    # Every later turn found its own prefix, the pool having let some of it go.
-    assert stats.prompt_cache_pool_hit_tokens + stats.prompt_cache_host_hit_tokens == 6 * 80
+    assert cached[3:] == [80] * 6  # each later turn: the blocks the last one wrote whole
     assert stats.prompt_cache_host_hit_tokens > 0
 
 
