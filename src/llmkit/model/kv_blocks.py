@@ -7,7 +7,6 @@ writes gather all of a step's blocks at once, one copy per cache.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from llmkit.model.kv_layout import KVLayout
@@ -43,12 +42,16 @@ def write_blocks(
 ) -> None:
     """Fill ``blocks`` of ``group`` with ``payloads`` (as :func:`read_blocks` gave them)."""
     targets = _group_caches(caches, layout, group)
-    rows = torch.from_numpy(np.stack([np.frombuffer(p, dtype=np.uint8) for p in payloads]))
+    width = len(payloads[0])
+    staged = bytearray(width * len(payloads))  # one copy in, each payload in its row
+    for i, payload in enumerate(payloads):
+        staged[i * width : (i + 1) * width] = payload
+    rows = torch.frombuffer(staged, dtype=torch.uint8).view(len(payloads), width)
     rows = rows.to(targets[0].device)
     idx = torch.tensor(blocks, device=targets[0].device)
     offset = 0
     for cache in targets:
-        width = cache[0].numel() * cache.element_size()
-        part = rows[:, offset : offset + width].contiguous().view(cache.dtype)
+        size = cache[0].numel() * cache.element_size()
+        part = rows[:, offset : offset + size].view(cache.dtype)  # rows strided, no copy
         cache.index_copy_(0, idx, part.view(len(blocks), *cache.shape[1:]))
-        offset += width
+        offset += size

@@ -55,9 +55,7 @@ def test_the_disk_tier_survives_a_new_store_and_promotes_to_host(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
-def test_a_damaged_disk_entry_is_removed_with_a_log_line_and_never_loaded(
-    tmp_path, caplog, damage
-):
+def test_a_damaged_disk_entry_is_removed_with_a_log_line_and_never_loaded(tmp_path, caplog, damage):
     store = PromptTiers(host_bytes=0, disk_dir=tmp_path, disk_bytes=1 << 20)
     tiers = store.for_model(MODEL_A)
     tiers.put(0, _key(9), (9,) * BS, b"\x09" * 256)

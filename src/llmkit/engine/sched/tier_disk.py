@@ -71,7 +71,9 @@ class DiskTier:
         self._lock = threading.Lock()
         self._index: OrderedDict[Path, int] = OrderedDict()  # least recently used first
         self._used: dict[str, int] = {}  # bytes per model folder
-        self._pending: queue.Queue[tuple[Path, bytes] | None] = queue.Queue()
+        self._pending: queue.Queue[tuple[Path, tuple[bytes, int, bytes, Tokens, bytes]]] = (
+            queue.Queue()
+        )
         root.mkdir(parents=True, exist_ok=True)
         self._scan()
         self._writer = threading.Thread(target=self._write_loop, name="llmkit-prompt-cache")
@@ -113,8 +115,8 @@ class DiskTier:
             if path in self._index:
                 self._index.move_to_end(path)
                 return
-        if self._pending.qsize() < _MAX_PENDING:
-            self._pending.put((path, encode(model, group, key, tokens, payload)))
+        if self._pending.qsize() < _MAX_PENDING:  # encoded on the writer's thread
+            self._pending.put((path, (model, group, key, tokens, payload)))
 
     def flush(self) -> None:
         self._pending.join()
@@ -143,12 +145,11 @@ class DiskTier:
 
     def _write_loop(self) -> None:
         while True:
-            item = self._pending.get()
+            path, entry = self._pending.get()
             try:
-                if item is not None:
-                    self._write(*item)
+                self._write(path, encode(*entry))
             except OSError as exc:
-                logger.warning("prompt cache: could not write %s: %s", item[0] if item else "", exc)
+                logger.warning("prompt cache: could not write %s: %s", path, exc)
             finally:
                 self._pending.task_done()
 
