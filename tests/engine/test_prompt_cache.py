@@ -96,9 +96,7 @@ def _host_then_disk(path: str, disk_dir: str) -> int:
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3_text", "gpt_oss", "qwen3_5_text"])
 def test_restores_from_host_and_disk_equal_no_cache(model_factory, tmp_path, arch):
-    restored = _host_then_disk(model_factory(arch), str(tmp_path))
-    # A hybrid's hit must end where a state checkpoint is, and those stay in the pool.
-    assert restored == 0 if arch.startswith("qwen3_5") else restored > 80
+    assert _host_then_disk(model_factory(arch), str(tmp_path)) > 80
 
 
 def test_restores_into_a_native_gguf_models_float16_cache_equal_no_cache(tmp_path):

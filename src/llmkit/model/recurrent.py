@@ -75,6 +75,30 @@ class RecurrentStates:
         self.nbytes = num_slots * sum(s.bytes for s in shapes)
         self.conv = [zeroed((num_slots, *s.conv), torch.float32, device) for s in shapes]
         self.recurrent = [zeroed((num_slots, *s.recurrent), torch.float32, device) for s in shapes]
+        # States from the prompt cache's tiers, loaded by the next step after its copies.
+        self.pending: list[tuple[int, bytes]] = []
+
+    @torch.inference_mode()
+    def read_slots(self, slots: list[int]) -> list[bytes]:
+        """Each slot's state as bytes: every layer's convolution inputs, then its state."""
+        idx = torch.tensor(slots, device=self.conv[0].device)
+        rows = torch.cat(
+            [p.index_select(0, idx).view(len(slots), -1) for p in (*self.conv, *self.recurrent)],
+            dim=1,
+        ).cpu()
+        return [row.numpy().tobytes() for row in rows]
+
+    def _load_pending(self) -> None:
+        slots, payloads = zip(*self.pending)
+        self.pending = []
+        rows = torch.frombuffer(bytearray(b"".join(payloads)), dtype=torch.float32)
+        rows = rows.view(len(slots), -1).to(self.conv[0].device)
+        idx = torch.tensor(slots, device=self.conv[0].device)
+        offset = 0
+        for pool in (*self.conv, *self.recurrent):
+            width = pool[0].numel()
+            pool.index_copy_(0, idx, rows[:, offset : offset + width].view(-1, *pool.shape[1:]))
+            offset += width
 
     def describe(self) -> str:
         """For the log."""
@@ -100,7 +124,8 @@ class RecurrentStates:
     def step(self, ops: list[StateOps | None], device: torch.device) -> StepStates:
         """The step's view, after its sequences' slots are set up: checkpoints copied in
         (all read before any is written: a slot freed this step may be one's source and
-        another's target), then fresh sequences' slots zeroed."""
+        another's target), then fresh sequences' slots zeroed, then states from the prompt cache's
+        tiers loaded."""
         missing = [i for i, op in enumerate(ops) if op is None]
         if missing:
             raise ValueError(f"sequences {missing} of a hybrid model's step have no state slot")
@@ -113,6 +138,8 @@ class RecurrentStates:
                 pool[torch.tensor([c[1] for c in copies], device=device)] = pool[src]
             if zeros:
                 pool[torch.tensor(zeros, device=device)] = 0
+        if self.pending:  # after the copies, which may read a slot a load then fills
+            self._load_pending()
         slots = [op.slot for op in done]
         saves = [(op.save_at, op.save_slot) for op in done]
         saving = any(at >= 0 for at, _ in saves)

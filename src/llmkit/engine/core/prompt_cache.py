@@ -11,8 +11,9 @@ from typing import Any
 
 from llmkit.config import EngineConfig
 from llmkit.engine.sched.kv_cache import BlockAllocator, BlockMoves
-from llmkit.engine.sched.tiers import TIERS, ModelTiers, shared_tiers
+from llmkit.engine.sched.tiers import STATE_GROUP, TIERS, ModelTiers, shared_tiers
 from llmkit.model.kv_blocks import read_blocks, write_blocks
+from llmkit.model.recurrent import RecurrentStates
 from llmkit.model.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
@@ -102,13 +103,27 @@ def tier_fields(allocator: BlockAllocator) -> dict[str, Any]:
 
 
 def move_blocks(runner: ModelRunner, tiers: ModelTiers, moves: BlockMoves) -> None:
-    """Make the copies ``moves`` plans: the saves (pool -> tiers), then the loads."""
+    """Make the copies ``moves`` plans: the saves (pool -> tiers), then the loads (a hybrid's
+    states wait for the step: it copies checkpoints first, which may read a slot loaded into)."""
     layout, caches = runner.kv_layout, runner.kv_caches
     for group in {g for g, *_ in moves.saves}:
         saves = [s for s in moves.saves if s[0] == group]
-        payloads = read_blocks(caches, layout, group, [block for _, block, _, _ in saves])
+        where = [slot_or_block for _, slot_or_block, _, _ in saves]
+        payloads = (
+            _states(runner).read_slots(where)
+            if group == STATE_GROUP
+            else read_blocks(caches, layout, group, where)
+        )
         for (_, _, key, tokens), payload in zip(saves, payloads):
             tiers.put(group, key, tokens, payload)
     for group in {g for g, *_ in moves.loads}:
-        loads = [entry for entry in moves.loads if entry[0] == group]
-        write_blocks(caches, layout, group, [b for _, b, _ in loads], [p for *_, p in loads])
+        loads = [(where, payload) for g, where, payload in moves.loads if g == group]
+        if group == STATE_GROUP:
+            _states(runner).pending += loads
+        else:
+            write_blocks(caches, layout, group, [w for w, _ in loads], [p for _, p in loads])
+
+
+def _states(runner: ModelRunner) -> RecurrentStates:
+    assert runner.states is not None, "a recurrent state move for a model without states"
+    return runner.states

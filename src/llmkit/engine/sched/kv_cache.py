@@ -161,7 +161,8 @@ class BlockAllocator:
     def _plan_state(self, request: Request, start: int, end: int, hit: int) -> None:
         if self.states is not None:
             resume = request.block_hashes[hit - 1] if hit else None
-            self.states.plan(request, start, end, resume)
+            restore = self.index.state_restore(request) if hit else None
+            self.states.plan(request, start, end, resume, restore)
 
     def _pass_window(self, blocks: list[int], first_kept: int) -> None:
         """Give back a windowed group's blocks before ``first_kept`` (they keep their names,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from llmkit.engine.sched.request import Request
 from llmkit.engine.sched.state_cache import StateCache
-from llmkit.engine.sched.tiers import POOL, ModelTiers, Restore, TierStats
+from llmkit.engine.sched.tiers import POOL, STATE_GROUP, ModelTiers, Restore, TierStats
 
 NO_BLOCK = -1  # a windowed group's table entry for a block its window has passed
 
@@ -79,6 +79,10 @@ class PrefixIndex:
         self.stats = PrefixCacheStats()
         self.tier_stats = TierStats()
         self.moves = BlockMoves()
+        # The state a hit of the last lookup ends at, found below the pool (a hybrid's).
+        self._state_found: tuple[Request, Restore] | None = None
+        if states is not None and tiers is not None:
+            states.below = lambda block_hash: tiers.contains(STATE_GROUP, block_hash)
 
     def update_hashes(self, request: Request) -> None:
         """Extend ``request.block_hashes`` over every full block of its known tokens."""
@@ -157,9 +161,17 @@ class PrefixIndex:
         """The blocks of a hit of ``hit`` blocks, per group; None if a tier's entry failed
         its checks (it is gone then: the caller looks again)."""
         found: Found = [[] for _ in self.windows]
+        self._state_found = None
         if hit == 0:
             return found
         bs = self.block_size
+        if self.states is not None and not self.states.holds(hashes[hit - 1], pool_only=True):
+            assert self.tiers is not None
+            tokens = tuple(request.tokens((hit - 1) * bs, hit * bs))
+            state = self.tiers.fetch(STATE_GROUP, hashes[hit - 1], tokens)
+            if state is None:
+                return None
+            self._state_found = (request, state)
         for g, cached in enumerate(self._cached):
             first = self.first_kept(g, hit * bs)
             found[g] = [NO_BLOCK] * first
@@ -175,6 +187,12 @@ class PrefixIndex:
                 else:
                     found[g].append(block)
         return found
+
+    def state_restore(self, request: Request) -> bytes | None:
+        """The state ``request``'s hit resumes from, if the last lookup found it below the
+        pool (taken: one request's allocation uses it)."""
+        found, self._state_found = self._state_found, None
+        return found[1].payload if found is not None and found[0] is request else None
 
     # ---- naming blocks -------------------------------------------------------------
 
@@ -231,17 +249,33 @@ class PrefixIndex:
 
     def spill(self) -> BlockMoves:
         """Saves of every named block the tiers lack (the engine is closing)."""
-        assert self.tiers is not None
-        return BlockMoves(
-            [
-                (g, block, h, self._tokens[block])
-                for g, cached in enumerate(self._cached)
-                for h, block in cached.items()
-                if not self.tiers.contains(g, h)
+        tiers = self.tiers
+        assert tiers is not None
+        saves = [
+            (g, block, h, self._tokens[block])
+            for g, cached in enumerate(self._cached)
+            for h, block in cached.items()
+            if not tiers.contains(g, h)
+        ]
+        if self.states is not None:
+            saves += [
+                (STATE_GROUP, slot, h, tokens)
+                for h, slot, tokens in self.states.checkpoints()
+                if tokens and not tiers.contains(STATE_GROUP, h)
             ]
-        )
+        return BlockMoves(saves)
 
     def take_moves(self) -> BlockMoves:
         """The copies planned since the last call: the runner makes them before the step."""
         moves, self.moves = self.moves, BlockMoves()
+        states, tiers = self.states, self.tiers
+        if states is not None and tiers is not None:
+            moves.saves += [
+                (STATE_GROUP, slot, h, tokens)
+                for h, slot, tokens in states.dropped
+                if not tiers.contains(STATE_GROUP, h)
+            ]
+            moves.loads += [(STATE_GROUP, slot, payload) for slot, payload in states.loads]
+            states.dropped.clear()
+            states.loads.clear()
         return moves

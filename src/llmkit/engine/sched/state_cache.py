@@ -18,11 +18,16 @@ least recently used first, when a slot is needed):
 
 A checkpoint made in a step is findable only once that step has run (:meth:`commit`): a
 request scheduled in the same step must not copy a state not yet written.
+
+With the prompt cache's tiers (``tiers.py``), a checkpoint that leaves the pool goes below it
+with its block (:attr:`dropped`, saved by the runner before the step), and a hit may end at a
+checkpoint found there: it is loaded straight into the request's live slot (:attr:`loads`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from llmkit.engine.sched.request import Request
 from llmkit.model.state_ops import NO_SLOT, StateOps
@@ -41,6 +46,13 @@ class StateCache:
         self._pending: dict[Request, tuple[int, int]] = {}  # slot, boundary: this step's
         self._checkpoints: OrderedDict[bytes, int] = OrderedDict()  # least recent first
         self._ops: dict[Request, StateOps] = {}
+        # With tiers below the pool: whether they hold a checkpoint, the tokens of the block
+        # each checkpoint ends (an entry's check), the checkpoints that left the pool since
+        # the last step (hash, slot, tokens) and the states to load (slot, bytes).
+        self.below: Callable[[bytes], bool] | None = None
+        self._tokens: dict[bytes, tuple[int, ...]] = {}
+        self.dropped: list[tuple[bytes, int, tuple[int, ...]]] = []
+        self.loads: list[tuple[int, bytes]] = []
 
     @property
     def num_checkpoints(self) -> int:
@@ -52,19 +64,37 @@ class StateCache:
 
     def resumable(self, hashes: list[bytes], hit: int) -> int:
         """The most blocks, at most ``hit``, after whose last a checkpoint holds the state."""
-        while hit and hashes[hit - 1] not in self._checkpoints:
+        while hit and not self.holds(hashes[hit - 1]):
             hit -= 1
         return hit
 
-    def plan(self, request: Request, start: int, end: int, resume: bytes | None) -> None:
+    def holds(self, block_hash: bytes, pool_only: bool = False) -> bool:
+        """Whether a checkpoint after ``block_hash`` is in the pool (or, unless
+        ``pool_only``, in a tier below it)."""
+        if block_hash in self._checkpoints:
+            return True
+        return not pool_only and self.below is not None and self.below(block_hash)
+
+    def plan(
+        self,
+        request: Request,
+        start: int,
+        end: int,
+        resume: bytes | None,
+        restore: bytes | None = None,
+    ) -> None:
         """Record the step's work on ``request``'s state as it computes tokens ``start`` to
-        ``end``; ``resume``: on its first step, the hash of the cached block it resumes after."""
+        ``end``; ``resume``: on its first step, the hash of the cached block it resumes after
+        (``restore``: the state there, from a tier below the pool)."""
         init = None
         if request not in self._live:
-            self._live[request] = self._take_live()
-            init = NO_SLOT if resume is None else self._checkpoints[resume]
-            if resume is not None:
-                self._checkpoints.move_to_end(resume)
+            live = self._live[request] = self._take_live()
+            if restore is not None:
+                self.loads.append((live, restore))  # the runner loads it: no init
+            else:
+                init = NO_SLOT if resume is None else self._checkpoints[resume]
+                if resume is not None:
+                    self._checkpoints.move_to_end(resume)
         save_at, save_slot = -1, NO_SLOT
         if self.enable_prefix_caching:
             save_at, save_slot = self._save(request, start, end)
@@ -121,15 +151,26 @@ class StateCache:
                 self._free.append(trailing[0])
 
     def drop(self, block_hash: bytes) -> None:
-        """The block named ``block_hash`` is reused: the checkpoint after it can never be hit."""
+        """The block named ``block_hash`` is reused: the checkpoint after it leaves the pool."""
         slot = self._checkpoints.pop(block_hash, None)
         if slot is not None:
+            self._left(block_hash, slot)
             self._free.append(slot)
 
     def reset(self) -> None:
         """Forget every checkpoint (the prefix cache was reset)."""
         self._free += self._checkpoints.values()
         self._checkpoints.clear()
+        self._tokens.clear()
+
+    def checkpoints(self) -> list[tuple[bytes, int, tuple[int, ...]]]:
+        """Every checkpoint in the pool (hash, slot, tokens): what a closing engine spills."""
+        return [(h, slot, self._tokens.get(h, ())) for h, slot in self._checkpoints.items()]
+
+    def _left(self, block_hash: bytes, slot: int) -> None:
+        tokens = self._tokens.pop(block_hash, None)
+        if self.below is not None and tokens is not None:
+            self.dropped.append((block_hash, slot, tokens))
 
     def _keep(self, request: Request, slot: int, boundary: int) -> None:
         block_hash = request.block_hashes[boundary // self.block_size - 1]
@@ -137,13 +178,18 @@ class StateCache:
             self._free.append(slot)
         else:
             self._checkpoints[block_hash] = slot
+            if self.below is not None:
+                start = boundary - self.block_size
+                self._tokens[block_hash] = tuple(request.tokens(start, boundary))
 
     def _take(self) -> int | None:
         """A free slot, else the least recently used checkpoint's; None when neither."""
         if self._free:
             return self._free.pop()
         if self._checkpoints:
-            return self._checkpoints.popitem(last=False)[1]
+            block_hash, slot = self._checkpoints.popitem(last=False)
+            self._left(block_hash, slot)
+            return slot
         return None
 
     def _take_live(self) -> int:

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 POOL, HOST, DISK = "pool", "host", "disk"
 TIERS = (POOL, HOST, DISK)
+STATE_GROUP = 0xFFFF  # the "group" of a hybrid's recurrent-state checkpoints
 
 Tokens = tuple[int, ...]
 _Key = tuple[bytes, int, bytes]  # model identity, KV cache group, block hash
