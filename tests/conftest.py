@@ -15,6 +15,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from llmkit.engine.sched import tiers
 from llmkit.model.demo import ModelSpec, build_model
 from llmkit.model.demo_llava import build_llava
 
@@ -49,6 +50,14 @@ SPECS = {
     "qwen3_5_text": ModelSpec(architecture="qwen3_5_text", head_dim=16, num_layers=4),
     "qwen3_5_moe_text": ModelSpec(architecture="qwen3_5_moe_text", head_dim=16, num_layers=4),
 }
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prompt_cache():
+    """Each test's engines share the process's prompt cache tiers among themselves only:
+    the host tier's memory goes with the test."""
+    yield
+    tiers._STORES.clear()
 
 
 @pytest.fixture(scope="session")

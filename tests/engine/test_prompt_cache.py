@@ -61,14 +61,6 @@ def _restart() -> None:
     tiers._STORES.clear()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_stores():
-    """Each test starts with no store in the process (a store's host tier is per process)."""
-    tiers._STORES.clear()
-    yield
-    tiers._STORES.clear()
-
-
 def _host_then_disk(path: str, disk_dir: str) -> int:
     """A prompt cold, from the host tier once two others filled the pool, and from the disk
     after a restart, each equal to no cache at all; returns the tokens the tiers gave."""

@@ -164,6 +164,9 @@ async def test_metrics_count_finished_requests_and_tokens(engine):
     assert "llmkit:time_to_first_token_seconds_count 2.0" in text
     assert "llmkit:inter_token_latency_seconds_count 6.0" in text
     assert "llmkit:generation_tokens_total" in text and "llmkit:prefix_cache_hit_rate" in text
+    for series in ('queried_tokens_total{tier="disk"}', 'hit_tokens_total{tier="host"}'):
+        assert f"llmkit:prompt_cache_{series}" in text
+    assert 'llmkit:prompt_cache_bytes{tier="host"}' in text
 
 
 def test_health_is_503_once_the_engine_is_dead(tiny_model):

@@ -48,7 +48,8 @@ def _summary(outputs) -> list:
 
 def _both(path: str, prompts, params, **kwargs) -> tuple[list, list, LLM]:
     """The outputs of steps one at a time, then async; returns the async LLM too."""
-    kwargs = {"num_kv_blocks": 256, **ENGINE, **kwargs}
+    # No prompt cache below the pool: the second engine would find what the first left.
+    kwargs = {"num_kv_blocks": 256, "prompt_cache_gib": 0, **ENGINE, **kwargs}
     with LLM(path, async_scheduling=False, **kwargs) as llm:
         sync = _summary(llm.generate(prompts, params, use_tqdm=False))
     llm = LLM(path, async_scheduling=True, **kwargs)

@@ -110,8 +110,9 @@ class PrefixIndex:
             hit = self._longest_hit(hashes)
             found = self._collect(request, hashes, hit)
         self.stats.hit_tokens += hit * self.block_size
-        if self.tiers is not None:
-            tiers = Counter(POOL if isinstance(b, int) else b.tier for b in found[0])
+        if self.tiers is not None:  # counted in a whole-context group, where there is one
+            g = next((g for g, w in enumerate(self.windows) if w is None), 0)
+            tiers = Counter(POOL if isinstance(b, int) else b.tier for b in found[g])
             self.tier_stats.count(
                 request.num_tokens, {t: n * self.block_size for t, n in tiers.items()}
             )

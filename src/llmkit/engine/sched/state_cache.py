@@ -162,6 +162,7 @@ class StateCache:
         self._free += self._checkpoints.values()
         self._checkpoints.clear()
         self._tokens.clear()
+        self.dropped.clear()  # forgotten, not kept below the pool
 
     def checkpoints(self) -> list[tuple[bytes, int, tuple[int, ...]]]:
         """Every checkpoint in the pool (hash, slot, tokens): what a closing engine spills."""
