@@ -47,7 +47,7 @@ class BlockAllocator:
     holds the state after it (``state_cache.py``).
 
     ``tiers``: where named blocks go when the pool reuses them, and where a lookup finds them
-    again (``tiers.py``); the copies a step needs wait in :attr:`moves` for the runner.
+    again (``tiers.py``); :meth:`take_moves` hands the runner the copies a step needs.
     """
 
     def __init__(

@@ -171,7 +171,8 @@ class DiskTier:
         size = self._index.pop(path, None)
         if size is not None:
             self._used[path.parent.name] -= size
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # gone from the index either way
+            path.unlink(missing_ok=True)
 
     def _evict(self) -> None:
         while self._index and sum(self._used.values()) > self.capacity:
