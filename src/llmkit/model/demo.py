@@ -7,6 +7,7 @@ llmkit and transformers both load, so no test needs a network.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -93,6 +94,8 @@ class ModelSpec:
     # None: the tokenizer's size. More pads the embeddings and head with ids no text maps
     # to, for benchmark shapes whose vocabulary is part of the cost (token-id prompts).
     vocab_size: int | None = None
+    # Qwen2.5-Coder's fill-in-the-middle tokens added to the tokenizer (a code model's).
+    fim: bool = False
 
     def __post_init__(self) -> None:
         if registry.by_model_type(self.architecture, "decoder") is None:
@@ -101,6 +104,15 @@ class ModelSpec:
                 + ", ".join(registry.model_types("decoder"))
             )
 
+
+FIM_TOKENS = (
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+)
 
 DEMO_SPEC = ModelSpec(
     hidden_size=512,
@@ -126,6 +138,9 @@ def build_model(path: str | os.PathLike, spec: ModelSpec = ModelSpec()) -> Path:
 
     def write(tmp: Path) -> None:
         tokenizer = _tokenizer()
+        if spec.fim:
+            tokenizer = copy.deepcopy(tokenizer)
+            tokenizer.add_tokens(list(FIM_TOKENS), special_tokens=True)
         tokenizer.save_pretrained(tmp)
         _model(spec, spec.vocab_size or len(tokenizer), tokenizer).save_pretrained(
             tmp, safe_serialization=True

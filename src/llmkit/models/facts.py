@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmkit.engine.core.fim import REQUIRED, holds_fim
 from llmkit.model.names import DEMO_MODEL_NAME, INSTALLED_GGUF, installed_gguf
 
 # Architectures that embed rather than generate.
@@ -34,6 +35,7 @@ class ModelFacts:
     expert_count: int | None = None
     expert_used_count: int | None = None
     sliding_window: int | None = None
+    infill: bool = False  # its vocabulary has the FIM tokens code completion needs
 
     @property
     def is_encoder(self) -> bool:
@@ -105,6 +107,8 @@ def _gguf(path: Path) -> dict[str, Any]:
         "expert_count": field(f"{arch}.expert_count"),
         "expert_used_count": field(f"{arch}.expert_used_count"),
         "sliding_window": field(f"{arch}.attention.sliding_window"),
+        "infill": all(field(f"tokenizer.ggml.{n}_token_id") is not None for n in REQUIRED)
+        or holds_fim(field("tokenizer.ggml.tokens") or ()),
     }
 
 
@@ -130,4 +134,17 @@ def _hf_folder(path: Path, size: int) -> dict[str, Any]:
         "expert_count": experts,
         "expert_used_count": config.get("num_experts_per_tok") if experts else None,
         "sliding_window": config.get("sliding_window") if windowed else None,
+        "infill": holds_fim(_added_tokens(path)),
     }
+
+
+def _added_tokens(path: Path) -> list[str]:
+    """The texts of a tokenizer's added (special) tokens, where FIM tokens are."""
+    texts = []
+    for name, key in (("tokenizer.json", "added_tokens"), ("tokenizer_config.json", None)):
+        file = path / name
+        if file.is_file():
+            data = json.loads(file.read_text())
+            tokens = data.get(key) if key else list(data.get("added_tokens_decoder", {}).values())
+            texts += [t.get("content", "") for t in tokens or []]
+    return texts

@@ -23,6 +23,7 @@ from llmkit.serving.engine_calls import (
     start_generation,
 )
 from llmkit.serving.errors import bad_request
+from llmkit.serving.infill import infill
 from llmkit.serving.logprobs import completion_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt, tokenize_inputs
@@ -45,11 +46,11 @@ async def prepare_completion(
     """Check everything, tokenize and start; raises OpenAIError before any response begins."""
     model = ctx.admit(req, request_id, "generate")
     options = StreamSettings.of(req, ctx.options.force_include_usage)
-    if req.suffix:
-        raise bad_request("suffix is not supported", "suffix")
     if req.best_of is not None and req.best_of != req.n and not req.use_beam_search:
         raise bad_request(f"best_of must equal n ({req.n}) if given, got {req.best_of}", "best_of")
     prompts = await tokenize_inputs(ctx, req.prompt, "prompt")
+    if req.suffix is not None:  # fill in the middle: the prompt is what comes before it
+        prompts = [infill(ctx, p, req.suffix, req.max_tokens) for p in prompts]
     info = ctx.engine.model_info
     for prompt in prompts:
         check_context_length(len(prompt.token_ids), req.max_tokens, info.max_model_len, "prompt")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmkit.engine.protocol import ModelInfo
 from llmkit.errors import EngineOverloadedError
@@ -11,6 +11,9 @@ from llmkit.models import Lease, ModelLoadError, ModelStatus
 from llmkit.protocol.openai import ManagedModelCard
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request
+
+if TYPE_CHECKING:
+    from llmkit.engine.core.tokenizer import Tokenizer
 
 
 def not_found(name: str) -> OpenAIError:
@@ -43,11 +46,17 @@ async def hold_model(
     return ctx.bound(lease.engine, name), lease
 
 
-def card_fields(info: ModelInfo | None) -> dict[str, Any]:
-    """A model card's fields that a loaded engine knows."""
+def card_fields(info: ModelInfo | None, tokenizer: Tokenizer | None = None) -> dict[str, Any]:
+    """A model card's fields that a loaded engine (and its tokenizer) knows."""
     if info is None:
         return {}
+    capabilities = ["embedding"] if info.task == "embed" else ["completion"]
+    if tokenizer is not None and info.task != "embed" and not tokenizer.fim.missing:
+        capabilities.append("insert")
+    if info.supports_images:
+        capabilities.append("vision")
     return {
+        "capabilities": capabilities,
         "max_model_len": info.max_model_len,
         "input_modalities": ["text", "image"] if info.supports_images else ["text"],
         "architecture": info.architecture or None,
@@ -67,7 +76,7 @@ def model_card(status: ModelStatus, ctx: ServingContext) -> ManagedModelCard:
     return ManagedModelCard(
         id=status.name,
         root=status.model,
-        **card_fields(info),
+        **card_fields(info, engine.tokenizer if engine is not None else None),
         state=status.state,
         expires_at=expires,
         resident_bytes=status.resident_bytes,

@@ -102,7 +102,12 @@ def chat_request(req: ChatRequest, model: str, auto_tools: bool) -> ChatCompleti
 
 def generate_request(req: GenerateRequest, model: str) -> ChatCompletionRequest | CompletionRequest:
     """``/api/generate``: the prompt through the chat template as a user turn (after
-    ``system``), or as it is with ``raw``."""
+    ``system``), or as it is with ``raw``; with a ``suffix``, what comes before the middle
+    a code model fills in (its FIM prompt, as Ollama's templates build it)."""
+    if req.suffix:
+        return _validate(
+            CompletionRequest, prompt=req.prompt or "", suffix=req.suffix, **_common(req, model)
+        )
     if req.raw:
         return _validate(CompletionRequest, prompt=req.prompt or "", **_common(req, model))
     messages = [Message(role="system", content=req.system)] if req.system else []

@@ -86,6 +86,8 @@ def show(ctx: ServingContext, requested: str) -> ShowResponse:
     name = ollama_name(ctx, requested)
     f = facts(ctx, name)
     capabilities = ["embedding"] if f.is_encoder else ["completion"]
+    if f.infill:
+        capabilities.append("insert")
     if not f.is_encoder and "tools" in f.chat_template:
         capabilities.append("tools")
     if not f.is_encoder and ("think" in f.chat_template or ctx.reasoning_parser is not None):

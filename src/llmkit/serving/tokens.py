@@ -22,7 +22,7 @@ def list_models(ctx: ServingContext) -> ModelList:
     if ctx.models is not None:
         return ModelList(data=[model_card(status, ctx) for status in ctx.models.status()])
     info = ctx.engine.model_info
-    common = card_fields(info)
+    common = card_fields(info, ctx.engine.tokenizer)
     cards = [ModelCard(id=name, root=info.name, **common) for name in ctx.model_names]
     cards += [
         ModelCard(id=name, root=lora.path, parent=ctx.model_name, **common)

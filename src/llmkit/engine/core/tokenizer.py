@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from tokenizers import Encoding
 from tokenizers.decoders import DecodeStream
 
+from llmkit.engine.core.fim import FimTokens
 from llmkit.errors import ParamError
 
 # A text over this many characters per token of a limit has its start tokenized first.
@@ -74,6 +76,17 @@ class Tokenizer:
         # encode_batch releases the GIL while it works (encode does not: a 10 MB prompt
         # held it, and so the event loop and the step thread, for seconds).
         return self.backend.encode_batch([text], add_special_tokens=add_special_tokens)[0]
+
+    @functools.cached_property
+    def fim(self) -> FimTokens:
+        """The fill-in-the-middle tokens of the vocabulary (``engine/core/fim.py``)."""
+        return FimTokens.find(self.hf.get_vocab())
+
+    @functools.cached_property
+    def adds_bos(self) -> bool:
+        """Whether encoding with special tokens starts with the BOS token."""
+        ids = self._encode("a", True).ids
+        return self.bos_token_id is not None and bool(ids) and ids[0] == self.bos_token_id
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)

@@ -28,6 +28,9 @@ class ModelCard(BaseModel):
     num_experts: int | None = None
     num_experts_per_tok: int | None = None
     sliding_window: int | None = None
+    # What it serves, in Ollama's names: "completion" (or "embedding"), "insert" where it
+    # fills in the middle (code completion: suffix, /infill), "vision".
+    capabilities: list[str] | None = None
 
 
 class ManagedModelCard(ModelCard):
