@@ -73,6 +73,7 @@ def _fit_constraint(body: dict[str, Any]) -> None:
 
 
 def _completions(body: dict[str, Any]) -> None:
+    body.pop("suffix", None)  # the document: only for a model that can insert (this cannot)
     if body.get("best_of") is not None:
         body["best_of"] = body.get("n", 1)
     if body.get("use_beam_search"):

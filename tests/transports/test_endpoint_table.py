@@ -59,13 +59,17 @@ def documented(url: str) -> set[Operation]:
     return {(path, method.upper()) for path, ops in paths.items() for method in ops}
 
 
-def declared(task: str | None = None, apis: tuple[Api, ...] = APIS) -> set[Operation]:
-    """The table's operations of ``apis``: for a model of ``task``, or for any (None)."""
+def declared(
+    task: str | None = None, apis: tuple[Api, ...] = APIS, capabilities: tuple[str, ...] = ()
+) -> set[Operation]:
+    """The table's operations of ``apis``: for a model of ``task`` with ``capabilities``
+    (``insert``: it fills in the middle), or for any (None)."""
     return {
         (e.documented_path, e.method)
         for api in apis
         for e in api.endpoints
-        if task is None or e.task in (None, task)
+        if task is None
+        or (e.task in (None, task) and (e.capability is None or e.capability in capabilities))
     }
 
 
@@ -106,8 +110,9 @@ def test_one_model_documents_what_it_mounts_for_its_task(tiny_model):
         operations = documented(url)
         one_model = tuple(api for api in APIS if api is not ROUTER)
         assert operations == declared("generate", one_model)
-        # Mounted and left out of the document: the endpoints of embedding models, which
-        # answer a generating model's requests with an error.
+        # Mounted and left out of the document: the endpoints of embedding models, and those
+        # of a model that fills in the middle (/infill), which answer this one with an error.
         assert mounted(app) - operations == declared() - declared("generate")
+        assert declared("generate", one_model, ("insert",)) - operations == {("/infill", "POST")}
         assert operations <= mounted(app)
         assert unrouted(url, operations) == []

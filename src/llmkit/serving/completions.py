@@ -23,7 +23,7 @@ from llmkit.serving.engine_calls import (
     start_generation,
 )
 from llmkit.serving.errors import bad_request
-from llmkit.serving.infill import infill
+from llmkit.serving.fim import infill
 from llmkit.serving.logprobs import completion_logprobs
 from llmkit.serving.params import build_sampling_params, check_context_length
 from llmkit.serving.prompts import EnginePrompt, tokenize_inputs

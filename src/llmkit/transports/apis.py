@@ -6,11 +6,12 @@ from __future__ import annotations
 from llmkit.serving.context import ServingContext
 from llmkit.transports.anthropic.endpoints import ANTHROPIC
 from llmkit.transports.endpoints import Api
+from llmkit.transports.llamacpp.endpoints import LLAMACPP
 from llmkit.transports.ollama.endpoints import OLLAMA
 from llmkit.transports.openai.endpoints import LORA_UPDATES, OPENAI
 from llmkit.transports.server.endpoints import ROUTER, SERVER
 
-APIS = (OPENAI, LORA_UPDATES, ANTHROPIC, OLLAMA, SERVER, ROUTER)
+APIS = (OPENAI, LORA_UPDATES, ANTHROPIC, OLLAMA, LLAMACPP, SERVER, ROUTER)
 # The paths that need no API key and are never rate limited.
 PUBLIC_PATHS = frozenset(e.path for api in APIS for e in api.endpoints if e.public)
 

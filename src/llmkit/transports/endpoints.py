@@ -57,6 +57,8 @@ class Endpoint:
     notes: tuple[tuple[int, str], ...] = ()  # what a status means here, where not the API's
     refuses: bool = False  # answers its errors only (no 200)
     public: bool = False  # needs no API key and is never rate limited (probes, the document)
+    # What else it needs of the model: "insert", the FIM tokens code completion takes.
+    capability: Literal["insert"] | None = None
 
     @property
     def documented_path(self) -> str:

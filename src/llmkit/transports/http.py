@@ -47,6 +47,7 @@ from llmkit.transports.http_middleware import (
 )
 from llmkit.transports.http_options import AccessOptions, HTTPOptions
 from llmkit.transports.http_ui import PAGE_PATHS, ui_routes
+from llmkit.transports.llamacpp import LLAMACPP, LlamaCppRoutes
 from llmkit.transports.ollama import OLLAMA, OllamaRoutes
 from llmkit.transports.openai.endpoints import LORA_UPDATES, OPENAI
 from llmkit.transports.openai.routes import OpenAIRoutes
@@ -141,6 +142,7 @@ def create_app(
         LORA_UPDATES.name: openai,
         ANTHROPIC.name: AnthropicRoutes(jobs),
         OLLAMA.name: OllamaRoutes(ctx),
+        LLAMACPP.name: LlamaCppRoutes(jobs),
         SERVER.name: server,
     }
     if models is not None:

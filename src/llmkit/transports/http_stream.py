@@ -84,6 +84,8 @@ class StreamStyle:
     error: Callable[[OpenAIError], BaseModel] = OpenAIError.body
     # Ollama's: one JSON object a line (application/x-ndjson), no comments, no [DONE].
     ndjson: bool = False
+    # llama-server's native endpoints (/infill): ``data:`` lines, the last one says so itself.
+    done: bool = True
 
 
 class EventStreamResponse:
@@ -148,7 +150,7 @@ class EventStreamResponse:
                 keepalive_scope.cancel()
                 if error is not None:
                     await emit(self._style.error(error))
-                if not (self._style.named or self._style.ndjson):
+                if self._style.done and not (self._style.named or self._style.ndjson):
                     await send({"type": "http.response.body", "body": _DONE, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()

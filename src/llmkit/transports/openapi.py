@@ -19,7 +19,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 import llmkit
 from llmkit.serving.context import ServingContext
 from llmkit.transports.apis import APIS, served
-from llmkit.transports.endpoints import operations, schema_models
+from llmkit.transports.endpoints import Endpoint, operations, schema_models
 from llmkit.transports.openapi_fit import fit_schemas
 
 _REF = "#/components/schemas/{model}"
@@ -54,7 +54,7 @@ def openapi_document(
 
     paths: dict[str, Any] = {}
     for api in served(ctx):
-        endpoints = [e for e in api.endpoints if info is None or e.task in (None, info.task)]
+        endpoints = [e for e in api.endpoints if info is None or _serves(ctx, info.task, e)]
         paths |= operations(api, endpoints, ref, open_paths)
     document: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -69,3 +69,10 @@ def openapi_document(
             for operation in paths[path].values():
                 operation["security"] = []
     return document
+
+
+def _serves(ctx: ServingContext, task: str, endpoint: Endpoint) -> bool:
+    """Whether the one served model serves ``endpoint``: its task, and its capability."""
+    if endpoint.task not in (None, task):
+        return False
+    return endpoint.capability is None or not ctx.engine.tokenizer.fim.missing

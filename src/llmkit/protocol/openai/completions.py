@@ -23,7 +23,11 @@ class CompletionRequest(SamplingFields):
     max_tokens: PositiveInt | None = 16
     logprobs: NonNegativeInt | None = None
     best_of: PositiveInt | None = None
-    suffix: str | None = None
+    suffix: str | None = Field(
+        default=None,
+        description="The text after the completion (code completion, fill in the middle); "
+        "only for a model that can insert (its /v1/models capabilities), else a 400.",
+    )
     # vLLM's beam search: best_of (or n) beams, the best n of them as the choices.
     use_beam_search: bool = False
     length_penalty: float = 1.0

@@ -4,6 +4,8 @@ without FIM tokens."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import httpx
 import pytest
@@ -116,3 +118,55 @@ def test_a_model_without_fim_tokens_answers_400_naming_them(tiny_model):
     assert "fill in the middle" in message and "fim_pre, fim_suf, fim_mid" in message
     assert ollama.status_code == 400 and "fim_pre" in ollama.json()["error"]
     assert models["data"][0]["capabilities"] == ["completion"]
+
+
+def test_infill_is_llama_servers_endpoint_streamed_or_not(fim_model):
+    prefix, suffix = "def area(r):\n    return", "\n\nprint(area(2))\n"
+    extra = [{"filename": "util.py", "text": "PI = 3.14159\n"}]
+    greedy = {"temperature": 0, "n_predict": 5}
+
+    async def body(client, engine):
+        tok = engine.tokenizer
+
+        def enc(text: str) -> list[int]:
+            return tok.encode(text, add_special_tokens=False)
+
+        fim = tok.fim.ids
+        ids = [fim["fim_rep"], *enc("myproject\n"), fim["fim_sep"], *enc("util.py\n")]
+        ids += [*enc("PI = 3.14159\n"), fim["fim_sep"], *enc("filename\n"), fim["fim_pre"]]
+        ids += [*enc(prefix), *enc(" pi"), fim["fim_suf"], *enc(suffix), fim["fim_mid"]]
+        ids = [tok.bos_token_id, *ids] if tok.adds_bos else ids
+        plain = await client.post(
+            "/v1/completions",
+            json={"prompt": ids, "max_tokens": 5, "temperature": 0, "ignore_eos": True},
+        )
+        fields = {"input_prefix": prefix, "input_suffix": suffix, "input_extra": extra,
+                  "prompt": " pi", "cache_prompt": True, "t_max_predict_ms": 500}  # fmt: skip
+        whole = await client.post("/infill", json={**fields, **greedy})
+        streamed = await client.post("/infill", json={**fields, **greedy, "stream": True})
+        show = await client.post("/api/show", json={"model": engine.model_info.name})
+        return plain.json(), whole.json(), streamed, show.json()
+
+    plain, whole, streamed, show = _served(fim_model, body)
+    text = plain["choices"][0]["text"]
+    assert whole["content"] == text and whole["stop"] is True
+    assert whole["tokens_evaluated"] == plain["usage"]["prompt_tokens"]
+    assert whole["tokens_predicted"] == plain["usage"]["completion_tokens"]
+    assert whole["stop_type"] in ("eos", "limit") and whole["timings"]["prompt_n"] > 0
+    assert "data: [DONE]" not in streamed.text
+    events = [json.loads(line[6:]) for line in streamed.text.split("\n\n") if line]
+    *pieces, last = events
+    assert "".join(p["content"] for p in pieces) == text and not any(p["stop"] for p in pieces)
+    assert last["stop"] is True and last["content"] == ""
+    assert last["tokens_predicted"] == whole["tokens_predicted"]
+    assert "insert" in show["capabilities"]
+
+
+def test_infill_on_a_model_without_fim_tokens_is_a_400_naming_them(tiny_model):
+    async def body(client, engine):
+        return await client.post("/infill", json={"input_prefix": "a", "input_suffix": "b"})
+
+    response = _served(tiny_model, body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "input_prefix" and "fim_pre, fim_suf, fim_mid" in error["message"]
