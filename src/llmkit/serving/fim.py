@@ -48,7 +48,10 @@ def infill(
         head = prefix.token_ids
         if tokenizer.adds_bos and head[:1] == [tokenizer.bos_token_id]:
             head = head[1:]
-    room = ctx.engine.model_info.max_model_len - (max_tokens or 1)
+    context = ctx.engine.model_info.max_model_len
+    # Without a limit (llama-server's n_predict -1) a quarter of the context, at most 256
+    # tokens, is kept for the answer.
+    room = context - (max_tokens or min(256, context // 4))
     bos = tokenizer.bos_token_id if tokenizer.adds_bos else None
     ids = infill_prompt(fim, encode, head, encode(suffix), extra, encode(prompt), bos, room)
     return EnginePrompt(None, ids)
