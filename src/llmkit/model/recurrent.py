@@ -16,6 +16,7 @@ import torch
 
 from llmkit.config import EngineConfig
 from llmkit.model.cpu_memory import zeroed
+from llmkit.model.kv_blocks import write_rows
 from llmkit.model.state_ops import NO_SLOT, StateOps
 
 
@@ -78,27 +79,15 @@ class RecurrentStates:
         # States from the prompt cache's tiers, loaded by the next step after its copies.
         self.pending: list[tuple[int, bytes]] = []
 
-    @torch.inference_mode()
-    def read_slots(self, slots: list[int]) -> list[bytes]:
-        """Each slot's state as bytes: every layer's convolution inputs, then its state."""
-        idx = torch.tensor(slots, device=self.conv[0].device)
-        rows = torch.cat(
-            [p.index_select(0, idx).view(len(slots), -1) for p in (*self.conv, *self.recurrent)],
-            dim=1,
-        ).cpu()
-        return [row.numpy().tobytes() for row in rows]
+    @property
+    def pools(self) -> list[torch.Tensor]:
+        """Every layer's convolution inputs, then every layer's state: a slot's row."""
+        return [*self.conv, *self.recurrent]
 
     def _load_pending(self) -> None:
         slots, payloads = zip(*self.pending)
         self.pending = []
-        rows = torch.frombuffer(bytearray(b"".join(payloads)), dtype=torch.float32)
-        rows = rows.view(len(slots), -1).to(self.conv[0].device)
-        idx = torch.tensor(slots, device=self.conv[0].device)
-        offset = 0
-        for pool in (*self.conv, *self.recurrent):
-            width = pool[0].numel()
-            pool.index_copy_(0, idx, rows[:, offset : offset + width].view(-1, *pool.shape[1:]))
-            offset += width
+        write_rows(self.pools, list(slots), list(payloads))
 
     def describe(self) -> str:
         """For the log."""

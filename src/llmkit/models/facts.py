@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmkit.engine.core.fim import REQUIRED, holds_fim
+from llmkit.engine.core.fim import REQUIRED, FimTokens
 from llmkit.model.names import DEMO_MODEL_NAME, INSTALLED_GGUF, installed_gguf
 
 # Architectures that embed rather than generate.
@@ -108,7 +108,7 @@ def _gguf(path: Path) -> dict[str, Any]:
         "expert_used_count": field(f"{arch}.expert_used_count"),
         "sliding_window": field(f"{arch}.attention.sliding_window"),
         "infill": all(field(f"tokenizer.ggml.{n}_token_id") is not None for n in REQUIRED)
-        or holds_fim(field("tokenizer.ggml.tokens") or ()),
+        or not FimTokens.among(field("tokenizer.ggml.tokens") or ()).missing,
     }
 
 
@@ -134,7 +134,7 @@ def _hf_folder(path: Path, size: int) -> dict[str, Any]:
         "expert_count": experts,
         "expert_used_count": config.get("num_experts_per_tok") if experts else None,
         "sliding_window": config.get("sliding_window") if windowed else None,
-        "infill": holds_fim(_added_tokens(path)),
+        "infill": not FimTokens.among(_added_tokens(path)).missing,
     }
 
 

@@ -61,9 +61,9 @@ class EngineCore:
         runner = self.runner = create_runner(cfg, model.path, model.hf_config, self.max_model_len)
         prefix, windows = config.enable_prefix_caching, runner.kv_layout.windows
         states = runner.states.num_slots if runner.states else 0
-        self.tiers = open_tiers(config, model.path, runner)  # the prompt cache below the pool
+        tiers = open_tiers(config, model.path, runner)  # the prompt cache below the pool
         self.allocator = BlockAllocator(
-            runner.num_blocks, config.block_size, prefix, windows, states, self.tiers
+            runner.num_blocks, config.block_size, prefix, windows, states, tiers
         )
         self.scheduler = Scheduler(
             self.allocator,
@@ -170,8 +170,9 @@ class EngineCore:
     def close(self, keep_cache: bool = True) -> None:
         """Release what the core started (tensor-parallel workers); idempotent. ``keep_cache``:
         the engine ended soundly, so its cached prefixes go down to the prompt cache's tiers."""
-        if keep_cache and self.tiers is not None:
-            move_blocks(self.runner, self.tiers, self.allocator.spill())
+        tiers = self.allocator.tiers
+        if keep_cache and tiers is not None:
+            move_blocks(self.runner, tiers, self.allocator.spill())
         self.runner.close()
 
     def stats(self) -> EngineStats:

@@ -47,16 +47,15 @@ class FimTokens:
                 found[name] = token
         return cls(found)
 
+    @classmethod
+    def among(cls, texts: Iterable[str]) -> FimTokens:
+        """Those among tokens of ``texts`` (a file's token list; their ids unknown: 0)."""
+        return cls.find(dict.fromkeys(texts, 0))
+
     @property
     def missing(self) -> list[str]:
         """The tokens an infill needs that the vocabulary lacks (none: it can infill)."""
         return [name for name in REQUIRED if name not in self.ids]
-
-
-def holds_fim(texts: Iterable[str]) -> bool:
-    """Whether tokens of these texts include the three an infill needs."""
-    present = set(texts)
-    return all(any(t in present for t in FIM_TEXTS[name]) for name in REQUIRED)
 
 
 def infill_prompt(

@@ -9,17 +9,20 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from llmkit.config import EngineConfig
 from llmkit.engine.sched.kv_cache import BlockAllocator, BlockMoves
 from llmkit.engine.sched.tiers import STATE_GROUP, TIERS, ModelTiers, shared_tiers
-from llmkit.model.kv_blocks import read_blocks, write_blocks
+from llmkit.model.kv_blocks import group_caches, read_rows, write_rows
 from llmkit.model.recurrent import RecurrentStates
 from llmkit.model.runner import ModelRunner
 
 logger = logging.getLogger(__name__)
 
 _IDENTITY_VERSION = b"llmkit-prompt-cache-1"
-_WHOLE = 64 << 20  # files up to this size are read whole; larger ones are sampled
+# Files up to this size are read whole; larger ones sampled (~4 MiB read at every start).
+_WHOLE = 4 << 20
 _SAMPLES, _SAMPLE = 64, 64 << 10
 _WEIGHTS = (".gguf", ".safetensors", ".bin", ".pt", ".json")
 
@@ -67,7 +70,7 @@ def model_identity(config: EngineConfig, model_path: str, runner: ModelRunner) -
 
 def content_digest(path: Path) -> bytes:
     """A digest of a model file's (or a folder's weight and config files') content: whole
-    up to 64 MiB, else its size, modification time, head, tail and 64 samples between."""
+    up to 4 MiB, else its size, modification time, head, tail and 64 samples between."""
     files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix in _WEIGHTS)
     h = hashlib.sha256()
     for file in files:
@@ -105,15 +108,9 @@ def tier_fields(allocator: BlockAllocator) -> dict[str, Any]:
 def move_blocks(runner: ModelRunner, tiers: ModelTiers, moves: BlockMoves) -> None:
     """Make the copies ``moves`` plans: the saves (pool -> tiers), then the loads (a hybrid's
     states wait for the step: it copies checkpoints first, which may read a slot loaded into)."""
-    layout, caches = runner.kv_layout, runner.kv_caches
     for group in {g for g, *_ in moves.saves}:
         saves = [s for s in moves.saves if s[0] == group]
-        where = [slot_or_block for _, slot_or_block, _, _ in saves]
-        payloads = (
-            _states(runner).read_slots(where)
-            if group == STATE_GROUP
-            else read_blocks(caches, layout, group, where)
-        )
+        payloads = read_rows(_pools(runner, group), [where for _, where, _, _ in saves])
         for (_, _, key, tokens), payload in zip(saves, payloads):
             tiers.put(group, key, tokens, payload)
     for group in {g for g, *_ in moves.loads}:
@@ -121,7 +118,14 @@ def move_blocks(runner: ModelRunner, tiers: ModelTiers, moves: BlockMoves) -> No
         if group == STATE_GROUP:
             _states(runner).pending += loads
         else:
-            write_blocks(caches, layout, group, [w for w, _ in loads], [p for _, p in loads])
+            write_rows(_pools(runner, group), [w for w, _ in loads], [p for _, p in loads])
+
+
+def _pools(runner: ModelRunner, group: int) -> list[torch.Tensor]:
+    """The pools a row of ``group`` spans: a KV block's caches, or a state slot's."""
+    if group == STATE_GROUP:
+        return _states(runner).pools
+    return group_caches(runner.kv_caches, runner.kv_layout, group)
 
 
 def _states(runner: ModelRunner) -> RecurrentStates:

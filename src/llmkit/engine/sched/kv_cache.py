@@ -72,7 +72,6 @@ class BlockAllocator:
         )
         tiers = tiers if enable_prefix_caching else None
         self.index = PrefixIndex(num_blocks, block_size, self.windows, self.states, tiers)
-        self.tiers = tiers
 
     @property
     def num_free_blocks(self) -> int:
@@ -90,6 +89,10 @@ class BlockAllocator:
     def state_ops(self, request: Request) -> StateOps | None:
         """The step's work on the request's recurrent state (a hybrid model's)."""
         return None if self.states is None else self.states.ops(request)
+
+    @property
+    def tiers(self) -> ModelTiers | None:
+        return self.index.tiers
 
     @property
     def stats(self) -> PrefixCacheStats:

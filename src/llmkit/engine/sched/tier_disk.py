@@ -71,6 +71,7 @@ class DiskTier:
         self._lock = threading.Lock()
         self._index: OrderedDict[Path, int] = OrderedDict()  # least recently used first
         self._used: dict[str, int] = {}  # bytes per model folder
+        self._total = 0
         self._pending: queue.Queue[tuple[Path, tuple[bytes, int, bytes, Tokens, bytes]]] = (
             queue.Queue()
         )
@@ -166,14 +167,16 @@ class DiskTier:
     def _add(self, path: Path, size: int) -> None:
         self._index[path] = size
         self._used[path.parent.name] = self._used.get(path.parent.name, 0) + size
+        self._total += size
 
     def _remove(self, path: Path) -> None:
         size = self._index.pop(path, None)
         if size is not None:
             self._used[path.parent.name] -= size
+            self._total -= size
         with contextlib.suppress(OSError):  # gone from the index either way
             path.unlink(missing_ok=True)
 
     def _evict(self) -> None:
-        while self._index and sum(self._used.values()) > self.capacity:
+        while self._index and self._total > self.capacity:
             self._remove(next(iter(self._index)))
