@@ -25,9 +25,9 @@ from collections.abc import Iterator
 import anyio
 import httpx
 
+from llmkit.bench.http_overhead import HttpLoad, best_levels, openai_client
 from llmkit.bench.results import LevelResult
 from llmkit.bench.server import start_server
-from llmkit.bench.serving import HttpLoad, best_levels, openai_client
 from llmkit.bench.workload import add_stream_flags, machine, workload_of
 
 

@@ -23,9 +23,9 @@ import time
 import anyio
 
 from llmkit import AsyncEngine, EngineConfig
+from llmkit.bench.http_overhead import DirectLoad, HttpLoad, Load, best_levels, openai_client
 from llmkit.bench.results import LevelResult, RequestResult
 from llmkit.bench.server import start_server
-from llmkit.bench.serving import DirectLoad, HttpLoad, Load, best_levels, openai_client
 from llmkit.bench.workload import add_stream_flags, machine, workload_of
 from llmkit.websocket import WebSocketClient
 

@@ -1,11 +1,17 @@
-"""Shared by the serve flag tests: middleware the server imports by path, a chat template."""
+"""Shared by the serve tests: middleware the server imports by path, a chat template, an ASGI
+app run on a free port in a thread."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
+import uvicorn
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -82,3 +88,21 @@ def metric(text: str, name: str) -> float:
         for sample, value in metric_samples(text).items()
         if sample == name or sample.startswith(name + "{")
     )
+
+
+@contextlib.contextmanager
+def running(app: Starlette) -> Iterator[str]:
+    """``app`` under uvicorn on a free 127.0.0.1 port, in a thread: its URL. The socket
+    listens before the server starts, so a client may connect at once."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()

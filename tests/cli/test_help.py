@@ -81,8 +81,8 @@ def test_serve_help_prints_the_engine_flags():
 
 
 def test_bench_serve_without_the_extra_says_what_to_install(monkeypatch):
-    monkeypatch.delitem(sys.modules, "llmkit.bench.serving", raising=False)
+    monkeypatch.delitem(sys.modules, "llmkit.bench.http_overhead", raising=False)
     monkeypatch.setitem(sys.modules, "openai", None)  # makes `import openai` fail
-    args = build_parser().parse_args(["bench", "serve"])
+    args = build_parser().parse_args(["bench", "http"])
     with pytest.raises(SystemExit, match=r"pip install 'llmkit\[bench\]'"):
         args.handler(args)

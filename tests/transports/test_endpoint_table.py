@@ -3,15 +3,10 @@ one table of endpoints (llmkit.transports.apis), on a real server on a free port
 
 from __future__ import annotations
 
-import contextlib
 import re
-import socket
-import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -21,26 +16,9 @@ from llmkit.models import ModelManager, ModelSettings
 from llmkit.transports.apis import APIS
 from llmkit.transports.endpoints import Api
 from llmkit.transports.server.endpoints import ROUTER
+from serve_helpers import running
 
 Operation = tuple[str, str]  # (path as documented, method)
-
-
-@contextlib.contextmanager
-def running(app: Starlette) -> Iterator[str]:
-    """``app`` under uvicorn on a free 127.0.0.1 port, in a thread: its URL. The socket
-    listens before the server starts, so a client may connect at once."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
 
 
 def mounted(app: Starlette) -> set[Operation]:

@@ -1,5 +1,5 @@
-"""``llmkit bench throughput | serve | perplexity | roofline``: the flags of the benchmarks in
-``llmkit.bench``."""
+"""``llmkit bench throughput | serve | http | perplexity | roofline``: the flags of the
+benchmarks in ``llmkit.bench`` (``serve``'s, vLLM's own, in ``cli/bench_serve.py``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from llmkit.bench.workload import Workload
+from llmkit.cli import bench_serve
 from llmkit.cli.flags import add_engine_flags, engine_config, engine_kwargs, to_flags
 
 _EXTRA_MODULES = ("httpx", "openai")
@@ -14,7 +15,7 @@ _EXTRA_MODULES = ("httpx", "openai")
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser(
-        "bench", help="benchmarks (serve needs: pip install 'llmkit[bench]')"
+        "bench", help="benchmarks (http needs: pip install 'llmkit[bench]')"
     )
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
 
@@ -31,41 +32,43 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_engine_flags(throughput)
     throughput.set_defaults(handler=throughput_command)
 
-    serve = benches.add_parser("serve", help="streaming clients over HTTP vs the engine directly")
-    serve.add_argument(
+    bench_serve.add_parser(benches)
+
+    http = benches.add_parser("http", help="streaming clients over HTTP vs the engine directly")
+    http.add_argument(
         "--model",
         default="demo",
         help="a model directory, a GGUF file, 'smollm2' or 'demo' (default)",
     )
-    serve.add_argument("--url", help="a running server (default: start `llmkit serve` for the run)")
-    serve.add_argument("--api-key", help="the server's API key, if it asks for one")
-    serve.add_argument(
+    http.add_argument("--url", help="a running server (default: start `llmkit serve` for the run)")
+    http.add_argument("--api-key", help="the server's API key, if it asks for one")
+    http.add_argument(
         "--served-model-name",
         help="the model name to ask for (default: the first the server lists)",
     )
-    serve.add_argument(
+    http.add_argument(
         "--concurrency",
         type=int,
         nargs="+",
         default=[1, 16, 64],
         help="the numbers of concurrent clients, one level each (default: 1 16 64)",
     )
-    serve.add_argument(
+    http.add_argument(
         "--rounds",
         type=int,
         default=2,
         help="requests per client at each level, one after the other (default: 2)",
     )
-    serve.add_argument("--skip-direct", action="store_true", help="no direct-engine baseline")
-    serve.add_argument(
+    http.add_argument("--skip-direct", action="store_true", help="no direct-engine baseline")
+    http.add_argument(
         "--repeat",
         type=int,
         default=1,
         help="runs per level and side, alternating; each side keeps its best (for shared machines)",
     )
-    _add_workload_flags(serve)
-    add_engine_flags(serve)
-    serve.set_defaults(handler=serve_command)
+    _add_workload_flags(http)
+    add_engine_flags(http)
+    http.set_defaults(handler=http_command)
 
     ppl = benches.add_parser(
         "perplexity",
@@ -157,14 +160,14 @@ def roofline_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_command(args: argparse.Namespace) -> int:
+def http_command(args: argparse.Namespace) -> int:
     try:
-        from llmkit.bench.serving import ServingOptions, run_serving
+        from llmkit.bench.http_overhead import ServingOptions, run_serving
     except ModuleNotFoundError as exc:
         if exc.name not in _EXTRA_MODULES:
             raise
         raise SystemExit(
-            f"llmkit bench serve needs {exc.name}, which is not installed: "
+            f"llmkit bench http needs {exc.name}, which is not installed: "
             "pip install 'llmkit[bench]'"
         ) from None
     options = ServingOptions(
