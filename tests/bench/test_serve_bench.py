@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import statistics
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import anyio
+import anyio.abc
+import httpx
 import numpy as np
 import pytest
 from starlette.applications import Starlette
@@ -16,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from llmkit.bench.serve.client import RequestOutput
+from llmkit.bench.serve.client import RequestInput, RequestOutput, send
 from llmkit.bench.serve.datasets import random_requests
 from llmkit.bench.serve.metrics import calculate, percentile
 from llmkit.bench.serve.runner import arrival_times, load_tokenizer
@@ -186,3 +190,49 @@ def test_a_refused_first_request_ends_the_run_with_its_error(tiny_model, server,
     with pytest.raises(SystemExit, match="first test request failed: HTTP 401"):
         main(["bench", "serve", "--base-url", server.url, "--model", "tiny",
               "--tokenizer", tiny_model, "--num-prompts", "1", "--disable-tqdm"])  # fmt: skip
+
+
+async def _one_request_per_connection(stream) -> None:
+    """An HTTP/1.1 server that answers a connection's first request, keeps it alive, and
+    closes it on the second without a response (llama-server's after its fifth)."""
+    answered = False
+    async with stream:
+        buffer = b""
+        while True:
+            try:
+                buffer += await stream.receive()
+            except anyio.EndOfStream:
+                return
+            if b"\r\n\r\n" not in buffer:
+                continue
+            head, _, rest = buffer.partition(b"\r\n\r\n")
+            length = int(re.search(rb"content-length: (\d+)", head.lower())[1])
+            if len(rest) < length:
+                continue
+            buffer = rest[length:]
+            if answered:
+                return  # closes without a response
+            # The usage with the last choice, as llama-server sends it.
+            chunk = {"choices": [{"index": 0, "text": "hi"}], "usage": {"completion_tokens": 7}}
+            body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+            await stream.send(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                + f"content-length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            answered = True
+
+
+@pytest.mark.anyio
+async def test_a_kept_alive_connection_the_server_closed_is_sent_again_and_usage_is_read():
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    request = RequestInput("hello", 1, 4, "m")
+    limits = httpx.Limits(max_connections=1)
+    async with anyio.create_task_group() as tg, httpx.AsyncClient(limits=limits) as client:
+        tg.start_soon(listener.serve, _one_request_per_connection)
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        outputs = [await send(client, url, "openai", request) for _ in range(3)]
+        tg.cancel_scope.cancel()
+    answers = [(o.success, o.generated_text, o.error, o.output_tokens) for o in outputs]
+    assert answers == [(True, "hi", "", 7)] * 3

@@ -2,14 +2,17 @@
 
 TTFT is the first chunk with a choice; each later chunk with a choice adds an inter-token
 latency (a chunk may carry several tokens: the ITL is per chunk, as vLLM's); the latency
-ends at the last chunk seen. ``completion_tokens`` from the usage chunk is the output
-length where the server sends one; otherwise the caller counts the text's tokens.
+ends at the last chunk seen. ``completion_tokens`` from a chunk's usage is the output length
+where the server sends one (in a chunk of its own, or with the last choice as llama-server
+does: vLLM's client reads only the former); otherwise the caller counts the text's tokens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +81,7 @@ async def send(
     start = last = out.start_time = time.perf_counter()
     text: list[str] = []
     try:
-        async with client.stream("POST", url, json=payload(backend, request), headers=sent) as r:
+        async with _opened(client, url, payload(backend, request), sent) as r:
             if r.status_code != 200:
                 body = (await r.aread()).decode("utf-8", "replace")
                 out.error = f"HTTP {r.status_code} {r.reason_phrase}: {body[:500]}"
@@ -96,7 +99,8 @@ async def send(
                         out.itl.append(now - last)
                     text.append(_text(backend, choices[0]))
                     last = now
-                elif usage := chunk.get("usage"):
+                # llama-server puts the usage in its last chunk with a choice; vLLM in its own.
+                if usage := chunk.get("usage"):
                     out.output_tokens = usage.get("completion_tokens") or 0
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
         out.error = f"{type(exc).__name__}: {exc}"
@@ -107,6 +111,29 @@ async def send(
     if not text:
         out.error = "the stream held no chunk with a choice: no TTFT to measure"
     return out
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> AsyncIterator[httpx.Response]:
+    """The response's stream, sent again once where a kept-alive connection turned out closed
+    before any response began (llama-server's closes one after its fifth request): the
+    server never saw that request."""
+
+    def post() -> httpx.Request:
+        return client.build_request("POST", url, json=body, headers=headers)
+
+    try:
+        response = await client.send(post(), stream=True)
+    except httpx.RemoteProtocolError as exc:
+        if "without sending a response" not in str(exc):
+            raise
+        response = await client.send(post(), stream=True)
+    try:
+        yield response
+    finally:
+        await response.aclose()
 
 
 def _text(backend: str, choice: dict[str, Any]) -> str:
