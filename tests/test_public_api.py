@@ -112,13 +112,14 @@ def _imported_modules(source: str) -> set[str]:
     return {name for name in found if name and name.split(".")[0] == "llmkit"}
 
 
-def test_examples_and_the_readme_import_only_the_public_points():
+def test_examples_the_readme_and_the_docs_import_only_the_public_points():
     allowed = {"llmkit", *PUBLIC_MODULES, *DEMO_BUILDERS}
     used = {}
     for path in sorted((ROOT / "examples").glob("*.py")):
         used[path.name] = _imported_modules(path.read_text())
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    used["README.md"] = set().union(*map(_imported_modules, blocks))
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+        used[page.name] = set().union(*map(_imported_modules, blocks))
     assert {file: names - allowed for file, names in used.items() if names - allowed} == {}
 
 

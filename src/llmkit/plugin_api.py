@@ -4,7 +4,7 @@ import, and nothing else. It changes incompatibly only with ``PLUGIN_API_VERSION
 A plugin states the version it was written for as ``requires_llmkit_plugin_api = 1``
 (in its module or on its class); llmkit refuses a plugin written for another version,
 at load, with a message naming it. ``llmkit.testing`` checks a parser against the corpus
-llmkit's own parsers pass. See the README's "Writing a plugin".
+llmkit's own parsers pass. See the documentation's "Writing a plugin" (docs/plugins.md).
 """
 
 from llmkit.chat.resolve import resolve_chat_template

@@ -1,4 +1,4 @@
-"""The README's Layout section names the tree as it is: every folder and module it lists
+"""The Layout page (docs/layout.md) names the tree as it is: every folder and module it lists
 exists, and every package folder of src/llmkit is listed."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SRC = ROOT / "src" / "llmkit"
 # Lines indented this far or more go on describing the entry above them.
 DESCRIPTION_COLUMN = 16
 
 
-def listed_paths(readme: str) -> Iterator[tuple[Path, bool]]:
+def listed_paths(page: str) -> Iterator[tuple[Path, bool]]:
     """Each folder (``name/``: True) and module (``name.py``: False) in the name column of
     the Layout block; an entry indented under a single folder is inside it."""
-    block = readme.split("\n## Layout\n", 1)[1].split("```", 2)[1]
+    block = page.split("```", 2)[1]
     parents: list[tuple[int, Path]] = []  # (indent, folder) of the entries above, outermost first
     for line in block.splitlines():
         indent = len(line) - len(line.lstrip())
@@ -33,7 +33,7 @@ def listed_paths(readme: str) -> Iterator[tuple[Path, bool]]:
             parents.append((indent, folders[0]))
 
 
-LISTED = dict(listed_paths((ROOT / "README.md").read_text()))
+LISTED = dict(listed_paths((ROOT / "docs" / "layout.md").read_text()))
 
 
 def test_the_layout_is_read_as_a_tree():
