@@ -8,8 +8,9 @@ import json
 import os
 from typing import Any
 
-from llmkit.bench.serve.client import BACKENDS
-from llmkit.bench.serve.metrics import GOODPUT_METRICS, METRICS
+from llmkit.bench.serve.options import BACKENDS, GOODPUT_METRICS, METRICS, BenchServeOptions
+
+D = BenchServeOptions()  # the defaults, vLLM's
 
 _SAMPLING = (
     *("top_p", "top_k", "min_p", "temperature"),
@@ -30,14 +31,14 @@ def add_parser(benches: argparse._SubParsersAction) -> None:
     server.add_argument(
         "--backend",
         choices=list(BACKENDS),
-        default="openai",
+        default=D.backend,
         help="the API "
         "to call: openai and vllm send completions, openai-chat chat completions "
         "(default: openai)",
     )
     server.add_argument("--base-url", help="the server's URL (default: http://HOST:PORT)")
-    server.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
-    server.add_argument("--port", type=int, default=8000, help="(default: 8000)")
+    server.add_argument("--host", default=D.host, help=f"(default: {D.host})")
+    server.add_argument("--port", type=int, default=D.port, help=f"(default: {D.port})")
     server.add_argument(
         "--endpoint",
         help="the API path (default: the backend's, /v1/completions or /v1/chat/completions)",
@@ -62,38 +63,57 @@ def add_parser(benches: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--dataset-name",
         choices=["random", "custom"],
-        default="random",
+        default=D.dataset_name,
         help='random token prompts, or custom: a JSONL file of {"prompt": ...} '
         "lines (default: random)",
     )
     data.add_argument("--dataset-path", help="the JSONL file of --dataset-name custom")
-    data.add_argument("--num-prompts", type=int, default=1000, help="(default: 1000)")
+    data.add_argument(
+        "--num-prompts", type=int, default=D.num_prompts, help=f"(default: {D.num_prompts})"
+    )
     data.add_argument("--input-len", type=int, help="sets --random-input-len")
     data.add_argument(
         "--output-len", type=int, help="sets --random-output-len and --custom-output-len"
     )
-    data.add_argument("--random-input-len", type=int, default=1024, help="(default: 1024)")
-    data.add_argument("--random-output-len", type=int, default=128, help="(default: 128)")
+    data.add_argument(
+        "--random-input-len",
+        type=int,
+        default=D.random_input_len,
+        help=f"(default: {D.random_input_len})",
+    )
+    data.add_argument(
+        "--random-output-len",
+        type=int,
+        default=D.random_output_len,
+        help=f"(default: {D.random_output_len})",
+    )
     data.add_argument(
         "--random-range-ratio",
         type=float,
-        default=0.0,
+        default=D.random_range_ratio,
         help="lengths drawn from [len * (1 - r), len * (1 + r)] (default: 0)",
     )
     data.add_argument(
         "--random-prefix-len",
         type=int,
-        default=0,
+        default=D.random_prefix_len,
         help="tokens of one random prefix before every prompt (default: 0)",
     )
-    data.add_argument("--custom-output-len", type=int, default=256, help="(default: 256)")
-    data.add_argument("--seed", type=int, default=0, help="(default: 0)")
+    data.add_argument(
+        "--custom-output-len",
+        type=int,
+        default=D.custom_output_len,
+        help=f"(default: {D.custom_output_len})",
+    )
+    data.add_argument("--seed", type=int, default=D.seed, help=f"(default: {D.seed})")
     data.add_argument(
         "--ignore-eos",
         action="store_true",
         help="ask for every output token (always on for the random dataset)",
     )
-    data.add_argument("--request-id-prefix", default="bench-", help="(default: bench-)")
+    data.add_argument(
+        "--request-id-prefix", default=D.request_id_prefix, help=f"(default: {D.request_id_prefix})"
+    )
     data.add_argument(
         "--extra-body",
         type=json.loads,
@@ -111,13 +131,13 @@ def add_parser(benches: argparse._SubParsersAction) -> None:
     traffic.add_argument(
         "--request-rate",
         type=float,
-        default=float("inf"),
+        default=D.request_rate,
         help="requests per second; inf sends all at once (default: inf)",
     )
     traffic.add_argument(
         "--burstiness",
         type=float,
-        default=1.0,
+        default=D.burstiness,
         help="the gamma shape of the gaps between requests: 1 Poisson, <1 burstier (default: 1)",
     )
     traffic.add_argument("--max-concurrency", type=int, help="the most requests in flight")
@@ -125,17 +145,21 @@ def add_parser(benches: argparse._SubParsersAction) -> None:
     traffic.add_argument(
         "--ready-check-timeout-sec",
         type=int,
-        default=600,
+        default=D.ready_check_timeout_sec,
         help="how long to retry the first request; 0 skips it (default: 600)",
     )
     traffic.add_argument("--disable-tqdm", action="store_true", help="no progress bar")
     out = p.add_argument_group("results")
     out.add_argument(
         "--percentile-metrics",
-        default="ttft,tpot,itl",
+        default=",".join(D.percentile_metrics),
         help=f"metrics to report percentiles of, of {','.join(METRICS)} (default: ttft,tpot,itl)",
     )
-    out.add_argument("--metric-percentiles", default="99", help="comma-separated (default: 99)")
+    out.add_argument(
+        "--metric-percentiles",
+        default=",".join(f"{p:g}" for p in D.metric_percentiles),
+        help="comma-separated (default: 99)",
+    )
     out.add_argument(
         "--goodput",
         nargs="+",

@@ -7,7 +7,8 @@ import math
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from llmkit.bench.serve.metrics import METRICS, percentile
+from llmkit.bench.serve.metrics import percentile
+from llmkit.bench.serve.options import METRICS
 
 _PANEL_W, _PANEL_H = 420, 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 40, 44

@@ -18,13 +18,6 @@ from typing import Any
 
 import httpx
 
-# The backends (``--backend``), each with the request it sends and its default endpoint.
-BACKENDS = {
-    "openai": "/v1/completions",
-    "vllm": "/v1/completions",
-    "openai-chat": "/v1/chat/completions",
-}
-
 
 @dataclass
 class RequestInput:

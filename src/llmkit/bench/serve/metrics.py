@@ -14,14 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmkit.bench.serve.client import RequestOutput
-
-METRICS = {
-    "ttft": "Time to First Token",
-    "tpot": "Time per Output Token (excl. 1st token)",
-    "itl": "Inter-token Latency",
-    "e2el": "End-to-end Latency",
-}
-GOODPUT_METRICS = ("ttft", "tpot", "e2el")
+from llmkit.bench.serve.options import METRICS
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -1,9 +1,25 @@
-"""What a ``bench serve`` run is asked to do: vLLM's ``bench serve`` arguments, its defaults."""
+"""What a ``bench serve`` run is asked to do: vLLM's ``bench serve`` arguments, its defaults,
+and the names they choose from (light: the CLI reads them to build its flags)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+# The backends (``--backend``) and each one's default endpoint.
+BACKENDS = {
+    "openai": "/v1/completions",
+    "vllm": "/v1/completions",
+    "openai-chat": "/v1/chat/completions",
+}
+# The latency metrics (``--percentile-metrics``) and their headers in the report.
+METRICS = {
+    "ttft": "Time to First Token",
+    "tpot": "Time per Output Token (excl. 1st token)",
+    "itl": "Inter-token Latency",
+    "e2el": "End-to-end Latency",
+}
+GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
 
 @dataclass(frozen=True)

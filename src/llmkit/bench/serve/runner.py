@@ -19,10 +19,10 @@ import anyio
 import httpx
 from tqdm import tqdm
 
-from llmkit.bench.serve.client import BACKENDS, RequestInput, RequestOutput, send
+from llmkit.bench.serve.client import RequestInput, RequestOutput, send
 from llmkit.bench.serve.datasets import SampleRequest, jsonl_requests, random_requests
 from llmkit.bench.serve.metrics import calculate, report
-from llmkit.bench.serve.options import BenchServeOptions
+from llmkit.bench.serve.options import BACKENDS, BenchServeOptions
 from llmkit.bench.serve.saving import save
 
 # Kept only with --save-detailed: a value per request.
@@ -67,7 +67,10 @@ async def _run(o: BenchServeOptions) -> dict[str, Any]:
         for _ in range(o.num_warmups):  # one after another: warmups are not measured
             await send(client, url, o.backend, inputs[0])
         outputs, duration = await _benchmark(client, url, o, inputs)
-    count = lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)  # noqa: E731
+
+    def count(text: str) -> int:  # the output of a server that sent no usage
+        return len(tokenizer(text, add_special_tokens=False).input_ids)
+
     metrics, lens, samples = calculate(
         outputs, duration, count, o.percentile_metrics, o.metric_percentiles, o.goodput
     )
