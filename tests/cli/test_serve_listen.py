@@ -16,13 +16,13 @@ import pytest
 from deadlines import Deadline, scaled
 
 
-def serve_fails(command: list[str]) -> tuple[str, float]:
-    """Run a `llmkit serve` that must fail: its stderr, and how long it took."""
-    start = time.monotonic()
+def serve_fails(command: list[str]) -> str:
+    """Run a `llmkit serve` that must fail: its stderr. One line of it says that it failed
+    before the model loaded: a load logs its own lines first (timing it flaked on a busy
+    machine, where torch's import alone can take seconds)."""
     result = subprocess.run(command, capture_output=True, text=True, timeout=scaled(60))
-    took = time.monotonic() - start
     assert result.returncode == 1, result.stderr
-    return result.stderr, took
+    return result.stderr
 
 
 def test_a_busy_port_fails_at_once_with_one_line(llmkit_cmd, tiny_model):
@@ -30,11 +30,10 @@ def test_a_busy_port_fails_at_once_with_one_line(llmkit_cmd, tiny_model):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        stderr, took = serve_fails([*llmkit_cmd, "serve", tiny_model, "--port", str(port)])
+        stderr = serve_fails([*llmkit_cmd, "serve", tiny_model, "--port", str(port)])
     assert stderr.splitlines() == [
         f"llmkit serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
-    assert took < scaled(5)  # loading the model alone takes longer (and would have logged)
 
 
 @pytest.fixture
@@ -69,10 +68,9 @@ def test_serve_on_a_unix_socket_and_a_second_server_there_fails_at_once(
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=30) as http:
         answer = http.post("http://llmkit/v1/completions", json={"prompt": "hi", "max_tokens": 3})
     assert answer.json()["usage"]["completion_tokens"] == 3
-    stderr, took = serve_fails([*llmkit_cmd, "serve", tiny_model, "--uds", str(path)])
+    stderr = serve_fails([*llmkit_cmd, "serve", tiny_model, "--uds", str(path)])
     assert stderr.splitlines() == [
         f"llmkit serve: error: cannot listen on {path}: Address already in use"
     ]
-    assert took < scaled(5)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
