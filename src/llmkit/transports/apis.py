@@ -16,6 +16,8 @@ from llmkit.transports.server.endpoints import ROUTER, SERVER
 APIS = (OPENAI, LORA_UPDATES, ANTHROPIC, OLLAMA, LLAMACPP, SERVER, ROUTER)
 # The paths that need no API key and are never rate limited.
 PUBLIC_PATHS = frozenset(e.path for api in APIS for e in api.endpoints if e.public)
+# The paths a line of `llmkit run-batch` may name.
+BATCH_PATHS = tuple(e.path for api in APIS for e in api.endpoints if e.batch)
 # The paths of the APIs with an error shape of their own, as Starlette matches them.
 _OWN_ERRORS = tuple(
     (compile_path(e.path)[0], api.error) for api in APIS if api.error for e in api.endpoints

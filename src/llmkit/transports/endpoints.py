@@ -63,6 +63,7 @@ class Endpoint:
     public: bool = False  # needs no API key and is never rate limited (probes, the document)
     # What else it needs of the model: "insert", the FIM tokens code completion takes.
     capability: Literal["insert"] | None = None
+    batch: bool = False  # a line of `llmkit run-batch` may name it (vLLM's set, and Responses)
 
     @property
     def documented_path(self) -> str:
