@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 from pathlib import Path
 
 import grimp
@@ -28,3 +30,26 @@ def test_files_stay_small():
         if lines > LIMIT:
             too_long.append(f"{path.relative_to(SRC)}: {lines} lines (limit {LIMIT})")
     assert too_long == []
+
+
+# Python's own errors llmkit raises where they are the right answer to a caller: a bad value
+# or type (ParamError is a ValueError), a missing key, an interface method to override, an OS
+# or memory failure, the end of an iterator. Anything else (RuntimeError, Exception) is one of
+# llmkit's errors (llmkit/errors.py).
+CALLER_ERRORS = (
+    ValueError, TypeError, LookupError, NotImplementedError, OSError, MemoryError,
+    AttributeError, StopIteration, StopAsyncIteration, SystemExit, AssertionError,
+)  # fmt: skip
+
+
+def test_every_raise_is_a_caller_error_or_one_of_llmkits():
+    builtin_errors = {n: v for n, v in vars(builtins).items() if isinstance(v, type)}
+    odd = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                call = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                error = builtin_errors.get(call.id) if isinstance(call, ast.Name) else None
+                if error is not None and not issubclass(error, CALLER_ERRORS):
+                    odd.append(f"{path.relative_to(SRC)}:{node.lineno}: {error.__name__}")
+    assert odd == []

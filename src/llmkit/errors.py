@@ -68,5 +68,10 @@ class EngineOverloadedError(LLMKitError):
         self.reason = reason
 
 
+class InternalError(LLMKitError, RuntimeError):
+    """llmkit broke one of its own rules: a bug to report (a request's impossible change of
+    state, more adapters in one step than slots, a Triton kernel launched where it cannot run)."""
+
+
 class PluginError(LLMKitError, ValueError):
     """A plugin named by a setting is not installed, or its entry point failed to load."""

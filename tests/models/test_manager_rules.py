@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 
 import anyio
@@ -17,6 +18,7 @@ from llmkit.models import (
     ModelSettings,
     parse_keep_alive,
 )
+from llmkit.protocol.ollama.duration import PATTERN
 
 pytestmark = pytest.mark.anyio
 MiB = 1 << 20
@@ -114,6 +116,22 @@ def test_keep_alive_parses_like_ollama(value, seconds) -> None:
 def test_keep_alive_refuses_what_ollama_refuses(value) -> None:
     with pytest.raises(ValueError, match="keep_alive"):
         parse_keep_alive(value)
+
+
+@pytest.mark.parametrize(
+    "text", ["5m", "1h30m", "1.5s", "300ms", ".5h", "2us", "3µs", "-1m", "+10", "10", "0",
+             "5 minutes", "m5", "", "1x", "5m3", "ms", "1e3s"],
+)  # fmt: skip
+def test_the_schema_and_the_parser_read_one_grammar(text) -> None:
+    """What /api/*'s schema admits as keep_alive is what the manager parses, and no more."""
+    admitted = re.fullmatch(PATTERN, text) is not None
+    try:
+        parse_keep_alive(text)
+    except ValueError:
+        parsed = False
+    else:
+        parsed = True
+    assert admitted == parsed
 
 
 async def test_two_requests_for_an_unloaded_model_load_it_once() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmkit.engine.core.stats import EngineStats
-from llmkit.remote.routing import Router, merge_stats
+from llmkit.remote.routing import Router
 
 
 def test_a_shared_prefix_keeps_its_replica_until_it_is_much_busier():
@@ -42,9 +42,12 @@ def _stats(running: int, prompt: int, hit_rate: float, limit: int | None) -> Eng
 
 
 def test_merged_stats_add_up_and_weigh_the_hit_rate_by_prompt_tokens():
-    merged = merge_stats([_stats(2, 300, 0.5, 8), _stats(1, 100, 0.1, 8)])
+    merged = EngineStats.merge([_stats(2, 300, 0.5, 8), _stats(1, 100, 0.1, 8)])
     assert (merged.num_running, merged.num_waiting, merged.prompt_tokens) == (3, 2, 400)
     assert (merged.kv_blocks_total, merged.kv_blocks_free) == (20, 8)
     assert abs(merged.prefix_cache_hit_rate - (0.5 * 300 + 0.1 * 100) / 400) < 1e-12
     assert merged.max_queued_requests == 16 and merged.queue_wait_buckets == (2, 4)
-    assert merge_stats([_stats(1, 0, 0.0, 8), _stats(1, 0, 0.0, None)]).max_queued_requests is None
+    assert (
+        EngineStats.merge([_stats(1, 0, 0.0, 8), _stats(1, 0, 0.0, None)]).max_queued_requests
+        is None
+    )

@@ -265,6 +265,29 @@ def test_api_key_required_except_on_health_and_metrics(server):
         bad_client.models.list()
 
 
+def test_a_401_comes_in_the_shape_of_the_path_s_api(server):
+    """Anthropic's and Ollama's clients read their own error shape, OpenAI's clients OpenAI's;
+    /openapi.json documents each 401 in the shape it is sent in."""
+    with server.http(api_key=None) as anonymous, server.http() as http:
+        messages = anonymous.post("/v1/messages", json={})
+        chat = anonymous.post("/api/chat", json={})
+        models = anonymous.get("/v1/models")
+        document = http.get("/openapi.json").json()
+    assert messages.status_code == chat.status_code == models.status_code == 401
+    assert messages.json()["type"] == "error"
+    assert messages.json()["error"]["type"] == "authentication_error"
+    assert "API key" in chat.json()["error"]
+    assert models.json()["error"]["code"] == "invalid_api_key"
+
+    def documented(path: str, method: str) -> str:
+        response = document["paths"][path][method]["responses"]["401"]
+        return response["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+
+    assert documented("/v1/messages", "post") == "AnthropicErrorResponse"
+    assert documented("/api/chat", "post") == "ErrorBody"
+    assert documented("/v1/models", "get") == "ErrorResponse"
+
+
 def test_unknown_route_and_method(server):
     with server.http() as http:
         assert http.get("/v1/nothing").json()["error"]["message"]

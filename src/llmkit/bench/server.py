@@ -10,6 +10,8 @@ from typing import IO
 
 import httpx
 
+from llmkit.errors import LLMKitError
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -43,7 +45,7 @@ def start_server(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"llmkit serve exited with {proc.returncode}")
+            raise LLMKitError(f"llmkit serve exited with {proc.returncode}")
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
                 return proc, url

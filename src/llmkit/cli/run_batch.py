@@ -12,19 +12,6 @@ from typing import Any, TextIO
 
 from llmkit.cli.flags import add_engine_flags, engine_config
 
-# The endpoints a batch line may name (vLLM's run-batch set, with the Responses API).
-BATCH_URLS = (
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/embeddings",
-    "/v1/responses",
-    "/score",
-    "/v1/score",
-    "/rerank",
-    "/v1/rerank",
-    "/v2/rerank",
-)
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     batch = commands.add_parser(
@@ -121,12 +108,14 @@ async def _run_line(http: Any, line: str) -> dict[str, Any]:
 
 def _check(request: dict[str, Any]) -> str | None:
     """What makes the line unrunnable, naming the field; None if nothing does."""
+    from llmkit.transports.apis import BATCH_PATHS
+
     if not isinstance(request.get("custom_id"), str):
         return "custom_id must be a string"
     if request.get("method", "POST") != "POST":
         return f"method must be POST, got {request.get('method')!r}"
-    if request.get("url") not in BATCH_URLS:
-        return f"url must be one of {', '.join(BATCH_URLS)}, got {request.get('url')!r}"
+    if request.get("url") not in BATCH_PATHS:
+        return f"url must be one of {', '.join(BATCH_PATHS)}, got {request.get('url')!r}"
     body = request.get("body")
     if not isinstance(body, dict):
         return "body must be a JSON object"

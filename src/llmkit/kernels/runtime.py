@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from triton.runtime.interpreter import InterpretedFunction
 
+from llmkit.errors import InternalError
+
 
 def is_interpreted(kernel: object) -> bool:
     """Whether ``kernel`` was built by the Triton interpreter.
@@ -24,7 +26,7 @@ def check_launchable(kernel: object, tensor: torch.Tensor) -> bool:
     if tensor.device.type != "cpu":
         return False
     if not is_interpreted(kernel):
-        raise RuntimeError(
+        raise InternalError(
             "Triton kernels need CUDA tensors, or CPU tensors with TRITON_INTERPRET=1 set "
             "in the environment before llmkit.kernels is first imported"
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from llmkit.errors import InternalError
+
 
 class SlotTable:
     """Adapter ids -> slots ``0..size-1``. No torch: the weights move where it says."""
@@ -20,7 +22,7 @@ class SlotTable:
         """
         wanted = dict.fromkeys(lora_ids)
         if len(wanted) > self.size:
-            raise RuntimeError(f"{len(wanted)} adapters in one step, but only {self.size} slots")
+            raise InternalError(f"{len(wanted)} adapters in one step, but only {self.size} slots")
         for lora_id in wanted:
             if lora_id in self._slots:
                 self._slots.move_to_end(lora_id)

@@ -3,7 +3,6 @@ model calls served by its default model (the first named) once that one is loade
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -24,15 +23,6 @@ from llmkit.sampling_params import PoolingParams, SamplingParams
 
 if TYPE_CHECKING:
     from llmkit.engine.core.tokenizer import Tokenizer
-
-# The EngineStats fields that add up across engines (the rest are limits and rates).
-_SUMMED = (
-    *(f.name for f in dataclasses.fields(EngineStats) if f.name.startswith("prompt_cache_")),
-    "num_running", "num_waiting", "kv_blocks_total", "kv_blocks_free", "generated_tokens",
-    "prompt_tokens", "steps", "num_preemptions", "num_queued", "queued_tokens",
-    "queue_wait_count", "queue_wait_sum", "spec_num_drafts", "spec_num_draft_tokens",
-    "spec_num_accepted_tokens", "spec_num_emitted_tokens",
-)  # fmt: skip
 
 
 class EngineSurface(ABC):
@@ -111,12 +101,5 @@ class EngineSurface(ABC):
         return sum(engine.grammar_compiles for engine in self.loaded_engines())
 
     def stats(self) -> EngineStats:
-        totals: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
-        hits = []
-        for engine in self.loaded_engines():
-            s = engine.stats()
-            for name in _SUMMED:
-                totals[name] += getattr(s, name)
-            hits.append(s.prefix_cache_hit_rate)
-        rate = sum(hits) / len(hits) if hits else 0.0
-        return EngineStats(prefix_cache_hit_rate=rate, **totals)
+        """The loaded models' engines as one (``EngineStats.merge``)."""
+        return EngineStats.merge([engine.stats() for engine in self.loaded_engines()])

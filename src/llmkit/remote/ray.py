@@ -30,7 +30,7 @@ from llmkit.errors import EngineDeadError
 from llmkit.lora_request import LoRARequest
 from llmkit.remote.ray_replica import Replica
 from llmkit.remote.ray_stream import ReplicaStream, Submission
-from llmkit.remote.routing import Router, merge_stats
+from llmkit.remote.routing import Router
 from llmkit.sampling_params import PoolingParams, SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -116,8 +116,8 @@ class ReplicaGroup(EngineFrontend):
         return bool(self._alive)
 
     def stats(self) -> EngineStats:
-        """The replicas' last snapshots, merged (see ``routing.merge_stats``)."""
-        return merge_stats([self._snapshots[i] for i in sorted(self._alive)])
+        """The replicas' last snapshots, merged (``EngineStats.merge``)."""
+        return EngineStats.merge([self._snapshots[i] for i in sorted(self._alive)])
 
     def replica_stats(self) -> dict[int, EngineStats]:
         """Each live replica's last snapshot."""

@@ -6,11 +6,7 @@ prefix cache holds that prefix, as long as it is not much busier than the least 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Any
-
-from llmkit.engine.core.stats import EngineStats
 
 
 class Router:
@@ -32,22 +28,3 @@ class Router:
         idle = [i for i in alive if loads[i] == least]
         self._turn += 1
         return idle[self._turn % len(idle)]
-
-
-def merge_stats(snapshots: Sequence[EngineStats]) -> EngineStats:
-    """One snapshot for a group: counts and totals add up, the hit rate is weighted by
-    prompt tokens, and the queue limits are the sum of the replicas' limits."""
-    fields: dict[str, Any] = {}
-    for f in dataclasses.fields(EngineStats):
-        values = [getattr(s, f.name) for s in snapshots]
-        if f.name == "prefix_cache_hit_rate":
-            weights = [s.prompt_tokens for s in snapshots]
-            total = sum(weights)
-            fields[f.name] = sum(v * w for v, w in zip(values, weights)) / total if total else 0.0
-        elif f.name == "queue_wait_buckets":
-            fields[f.name] = tuple(sum(b) for b in zip(*values)) if values else ()
-        elif f.name.startswith("max_queued"):
-            fields[f.name] = None if None in values else sum(values)
-        else:
-            fields[f.name] = sum(values)
-    return EngineStats(**fields)

@@ -14,6 +14,7 @@ from pydantic.json_schema import JsonSchemaMode
 from starlette.routing import Route
 
 from llmkit.protocol.openai import ErrorResponse
+from llmkit.serving.errors import OpenAIError
 
 Ref = Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]]
 # json: one answer; sse: with the request's ``stream`` true, Server-Sent Events (each one's
@@ -22,14 +23,17 @@ Ref = Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]]
 Streaming = Literal["json", "sse", "ndjson"]
 # A 200's body: a model, plain text, JSON of any shape, or nothing.
 Body = type[BaseModel] | Literal["text", "json"] | None
+# An error as an API's own clients read it.
+ErrorShape = Callable[[OpenAIError], BaseModel]
 _MEDIA = {"json": "application/json", "ndjson": "application/x-ndjson"}
 _OK = {
     "sse": "The result, or with stream: true its events.",
     "ndjson": "The answer, or (stream: true, the default) its chunks.",
 }
 # What the server answers before any endpoint does (API keys, body limits, rate limits), in
-# OpenAI's error shape whichever the API; but a body limit met while the endpoint reads its
-# body is that endpoint's error, in its API's shape.
+# OpenAI's error shape whichever the API, but a 401 in the shape of an API with its own
+# (``Api.error``); a body limit met while the endpoint reads its body is that endpoint's
+# error, in its API's shape.
 _BODY_ERRORS = (408, 413)
 SERVER_ERRORS = {
     401: "The API key is missing or wrong.",
@@ -59,6 +63,7 @@ class Endpoint:
     public: bool = False  # needs no API key and is never rate limited (probes, the document)
     # What else it needs of the model: "insert", the FIM tokens code completion takes.
     capability: Literal["insert"] | None = None
+    batch: bool = False  # a line of `llmkit run-batch` may name it (vLLM's set, and Responses)
 
     @property
     def documented_path(self) -> str:
@@ -67,13 +72,16 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class Api:
-    """A wire API: its endpoints, what each status of its own errors means, and the model of
-    an error's body (None: an error has none)."""
+    """A wire API: its endpoints, what each status of its own errors means, the model of an
+    error's body (None: an error has none), and, for an API whose clients read their own
+    error shape, how an error reads in it (None: OpenAI's): the 401 for a missing key, which
+    the server answers before any endpoint, follows it too."""
 
     name: str
     endpoints: tuple[Endpoint, ...]
     errors: Mapping[int, str]
     error_model: type[BaseModel] | None
+    error: ErrorShape | None = None
 
 
 def routes(api: Api, handlers: object) -> list[Route]:
@@ -129,7 +137,9 @@ def operations(
 
 def _server_error(api: Api, status: int, ref: Ref) -> dict[str, Any]:
     schema = ref(ErrorResponse, "serialization")
-    if status in _BODY_ERRORS and api.error_model not in (None, ErrorResponse):
+    if status == 401 and api.error is not None and api.error_model is not None:
+        schema = ref(api.error_model, "serialization")
+    elif status in _BODY_ERRORS and api.error_model not in (None, ErrorResponse):
         schema = {"anyOf": [schema, ref(api.error_model, "serialization")]}
     return {"description": SERVER_ERRORS[status], "content": {_MEDIA["json"]: {"schema": schema}}}
 

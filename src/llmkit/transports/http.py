@@ -32,7 +32,7 @@ from llmkit.serving.models_metrics import ModelsCollector
 from llmkit.serving.options import ServingOptions
 from llmkit.transports.anthropic.endpoints import ANTHROPIC
 from llmkit.transports.anthropic.routes import AnthropicRoutes
-from llmkit.transports.apis import PUBLIC_PATHS, served
+from llmkit.transports.apis import PUBLIC_PATHS, error_shape, served
 from llmkit.transports.endpoints import routes as api_routes
 from llmkit.transports.http_answers import ERROR_HANDLERS
 from llmkit.transports.http_body import RequestBodyLimitMiddleware
@@ -179,7 +179,14 @@ def create_app(
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = probes if access.metrics_require_api_key else probes | {"/metrics", "/load"}
-        stack.append(Middleware(ApiKeyMiddleware, keys=keys, open_paths=frozenset(open_paths)))
+        stack.append(
+            Middleware(
+                ApiKeyMiddleware,
+                keys=keys,
+                open_paths=frozenset(open_paths),
+                error_shape=error_shape,
+            )
+        )
         server.open_paths = frozenset(open_paths)
     if rate_limits is not None and rate_limits.enabled:
         stack.append(

@@ -10,14 +10,13 @@ import hmac
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.errors import OpenAIError
-
-ANTHROPIC_PREFIX = "/v1/messages"  # and /v1/messages/count_tokens
+from llmkit.transports.endpoints import ErrorShape
 
 access_logger = logging.getLogger("llmkit.http.access")
 
@@ -189,10 +188,17 @@ class ApiKeyMiddleware:
     browsers send them as a subprotocol token.
     """
 
-    def __init__(self, app: ASGIApp, keys: ApiKeys, open_paths: frozenset[str]):
+    def __init__(
+        self,
+        app: ASGIApp,
+        keys: ApiKeys,
+        open_paths: frozenset[str],
+        error_shape: Callable[[str], ErrorShape | None],
+    ):
         self.app = app
         self._keys = keys
         self._open = open_paths
+        self._shape = error_shape  # a path's API's own error shape (None: OpenAI's)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -206,10 +212,8 @@ class ApiKeyMiddleware:
             await self.app(scope, receive, send)
             return
         error = ApiKeys.refusal(header(scope, b"authorization"))
-        if route_path(scope).startswith(ANTHROPIC_PREFIX):  # its clients read their own shape
-            body = anthropic_error(error).model_dump_json().encode()
-        else:
-            body = error.body().model_dump_json().encode()
+        shape = self._shape(route_path(scope))
+        body = (shape(error) if shape else error.body()).model_dump_json().encode()
         await send(
             {
                 "type": "http.response.start",

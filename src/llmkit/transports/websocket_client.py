@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from llmkit.errors import LLMKitError
+from llmkit.errors import EngineNotStartedError, LLMKitError
 from llmkit.protocol.messages import Message
 from llmkit.protocol.openai import ChatCompletionChunk, CompletionChunk
 from llmkit.protocol.websocket import (
@@ -134,7 +134,7 @@ class WebSocketClient:
 
     async def _send(self, message: Message) -> None:
         if self._ws is None:
-            raise RuntimeError("use `async with WebSocketClient(...)` before sending")
+            raise EngineNotStartedError("use `async with WebSocketClient(...)` before sending")
         frame: str | bytes = (
             msgpack.packb(message, use_bin_type=True)
             if self._binary

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,3 +47,26 @@ class EngineStats:
     prompt_cache_host_bytes: int = 0
     prompt_cache_disk_bytes: int = 0
     prompt_cache_saved_seconds: float = 0.0
+
+    @classmethod
+    def merge(cls, snapshots: Sequence[EngineStats]) -> EngineStats:
+        """One snapshot for several engines (replicas, a manager's models): counts and totals
+        add up, the prefix cache's hit rate is weighted by prompt tokens, the queue-wait
+        histograms add bucket by bucket, and a queue limit is the sum of the limits (None
+        where any engine has none)."""
+        fields: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            values = [getattr(s, f.name) for s in snapshots]
+            if f.name == "prefix_cache_hit_rate":
+                weights = [s.prompt_tokens for s in snapshots]
+                total = sum(weights)
+                fields[f.name] = (
+                    sum(v * w for v, w in zip(values, weights)) / total if total else 0.0
+                )
+            elif f.name == "queue_wait_buckets":
+                fields[f.name] = tuple(sum(b) for b in zip(*values)) if values else ()
+            elif f.name.startswith("max_queued"):
+                fields[f.name] = None if not values or None in values else sum(values)
+            else:
+                fields[f.name] = sum(values)
+        return cls(**fields)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmkit.errors import InternalError
 from llmkit.sampling_params import PoolingParams, SamplingParams
 from llmkit.structured import GrammarMatcher
 
@@ -158,9 +159,9 @@ class Request:
     def set_status(self, status: RequestStatus) -> None:
         """Move to ``status``; finishing is allowed from anywhere, other moves are checked."""
         if self.status.finished:
-            raise RuntimeError(f"request {self.request_id} is already finished")
+            raise InternalError(f"request {self.request_id} is already finished")
         if not status.finished and status not in _ALLOWED[self.status]:
-            raise RuntimeError(f"request {self.request_id}: {self.status.name} -> {status.name}")
+            raise InternalError(f"request {self.request_id}: {self.status.name} -> {status.name}")
         self.status = status
 
     def sort_key(self) -> tuple[int, float, int]:

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field
 
+from llmkit.protocol.ollama.duration import PATTERN
 from llmkit.protocol.openai.common import (
     Int64,
     Integer,
@@ -15,10 +16,9 @@ from llmkit.protocol.openai.common import (
     Seed,
 )
 
-# Go's duration syntax ("5m", "1h30m", "-1s"), or seconds, as a string or a number.
-_DURATION = r"^[+-]?(((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+|\d+(\.\d*)?|\.\d+)$"
-# How long the model stays loaded after the request: 0 unloads it, negative keeps it.
-KeepAlive = Annotated[str, Field(pattern=_DURATION)] | float | None
+# How long the model stays loaded after the request, in Go's duration syntax or seconds, as a
+# string or a number: 0 unloads it, negative keeps it.
+KeepAlive = Annotated[str, Field(pattern=PATTERN)] | float | None
 # "json", or a JSON schema the answer must follow.
 Format = Literal["", "json"] | JsonObject | None
 

@@ -10,6 +10,7 @@ from llmkit.protocol.anthropic import (
     MessagesRequest,
     MessagesResponse,
 )
+from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.transports.endpoints import Api, Endpoint
 from llmkit.transports.openai.endpoints import ERRORS
 
@@ -26,4 +27,4 @@ _ENDPOINTS = (
              "Count a conversation's tokens (Anthropic's Messages API).", CountTokensRequest,
              CountTokensResponse, errors=(400, 404, 503), task="generate"),
 )  # fmt: skip
-ANTHROPIC = Api("anthropic", _ENDPOINTS, ERRORS, AnthropicErrorResponse)
+ANTHROPIC = Api("anthropic", _ENDPOINTS, ERRORS, AnthropicErrorResponse, anthropic_error)

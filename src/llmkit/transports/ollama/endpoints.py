@@ -18,6 +18,7 @@ from llmkit.protocol.ollama import (
     ShowResponse,
     VersionResponse,
 )
+from llmkit.serving.errors import OpenAIError
 from llmkit.transports.endpoints import Api, Endpoint
 
 # What each status means on /api/*; the body is always {"error": "..."}.
@@ -50,4 +51,11 @@ _ENDPOINTS = (
       for path in ("/api/pull", "/api/push", "/api/create", "/api/copy")),
     Endpoint("/api/delete", "DELETE", "unsupported", _STORE, errors=(403,), refuses=True),
 )  # fmt: skip
-OLLAMA = Api("ollama", _ENDPOINTS, _ERRORS, ErrorBody)
+
+
+def ollama_error(exc: OpenAIError) -> ErrorBody:
+    """An error as Ollama answers one: ``{"error": "..."}``."""
+    return ErrorBody(error=exc.message)
+
+
+OLLAMA = Api("ollama", _ENDPOINTS, _ERRORS, ErrorBody, ollama_error)

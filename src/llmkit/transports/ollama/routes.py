@@ -20,7 +20,6 @@ from llmkit.protocol.ollama import (
     EmbeddingsResponse,
     EmbedRequest,
     EmbedResponse,
-    ErrorBody,
     GenerateRequest,
     ModelRequest,
     VersionResponse,
@@ -37,10 +36,11 @@ from llmkit.transports.http_answers import json_answer, parse_body
 from llmkit.transports.http_held import Answer, HeldResponse
 from llmkit.transports.http_middleware import request_id
 from llmkit.transports.http_stream import EventStreamResponse, StreamStyle, run_until_disconnect
+from llmkit.transports.ollama.endpoints import ollama_error
 
 # The Ollama release whose API this follows; clients check it before using newer fields.
 OLLAMA_VERSION = "0.12.6"
-_NDJSON = StreamStyle(ndjson=True, error=lambda exc: ErrorBody(error=exc.message))
+_NDJSON = StreamStyle(ndjson=True, error=ollama_error)
 _STORE_REFUSAL = (
     "this server does not download, push, create, copy or delete models: it serves the "
     "models it was started with (llmkit serve --model NAME=PATH); /api/tags lists them"
@@ -56,7 +56,7 @@ def _ollama_errors(handler: Callable[..., Awaitable[Answer]]) -> Callable[..., A
         try:
             return await handler(self, request)
         except OpenAIError as exc:
-            body = ErrorBody(error=exc.message)
+            body = ollama_error(exc)
             return Response(body.model_dump_json(), exc.status, exc.headers, "application/json")
 
     return answer
