@@ -15,7 +15,7 @@ from tests.model.kquant_blocks import quantize
 from tests.model.test_gguf_archs import PROMPTS, write_gguf
 
 from llmkit import LLM, SamplingParams
-from llmkit.kernels.cpu.build import builds_here
+from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.demo import ModelSpec
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.layers import kquant

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from llmkit import LLM, SamplingParams
-from llmkit.kernels.cpu.build import PATHS, builds_here
+from llmkit.kernels.cpu.build import PATHS
+from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.layers import mxfp4
 from llmkit.model.layers.formats import FORMATS
 from llmkit.model.layers.native import NativeLinear, Part
@@ -32,7 +33,7 @@ needs_kernel = pytest.mark.skipif(WIDEST is None, reason="no C compiler / AVX2 h
 MXFP4 = gguf.GGMLQuantizationType.MXFP4
 
 
-def _builds() -> list[tuple[str, tuple[str, ...]]]:
+def _builds() -> list[tuple[str, str]]:
     """Each path this CPU runs, with the flags that build it."""
     return sorted(builds_here(mxfp4.SOURCE, "mxfp4_path").items())
 

@@ -15,7 +15,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmkit.kernels.cpu.build import PATHS, builds_here
+from llmkit.kernels.cpu.build import PATHS
+from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.layers import q8
 from llmkit.model.layers.w4a8 import quantize_activations
 
@@ -23,7 +24,7 @@ WIDEST = q8.path()
 needs_kernel = pytest.mark.skipif(WIDEST is None, reason="no C compiler / AVX2 here")
 
 
-def _builds() -> list[tuple[str, tuple[str, ...]]]:
+def _builds() -> list[tuple[str, str]]:
     """Each path this CPU runs, with the flags that build it."""
     return sorted(builds_here(q8.SOURCE, "q8_path").items())
 

@@ -16,6 +16,7 @@ import sys
 import pytest
 import torch
 
+from llmkit.kernels.cpu import loader
 from llmkit.model.attention import AttentionMetadata, AttentionSpec, paged_decode_cpu
 from llmkit.model.attention.torch import _QUERY_CHUNK, TorchAttentionBackend
 
@@ -138,6 +139,7 @@ def _check_step(dtype, kv_dtype, tolerance, kv_heads, group, head_dim, decode_ke
 def test_without_a_compiler_the_torch_path_runs(monkeypatch, tmp_path):
     """No C compiler (or a broken one): load() says so and the backend keeps its torch ops."""
     paged_decode_cpu.load.cache_clear()
+    monkeypatch.setattr(loader, "PREBUILT", tmp_path)  # none built at install either
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("HOME", str(tmp_path))
     try:

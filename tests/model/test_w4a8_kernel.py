@@ -15,7 +15,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmkit.kernels.cpu.build import PATHS, builds_here
+from llmkit.kernels.cpu import loader
+from llmkit.kernels.cpu.build import PATHS
+from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.layers import w4a8
 
 needs_kernel = pytest.mark.skipif(w4a8.load() is None, reason="no C compiler / AVX2 here")
@@ -124,6 +126,7 @@ def test_without_a_compiler_torch_runs_the_same_math(monkeypatch, tmp_path):
     packed = w4a8.pack(weight, 64)
     kernel = w4a8.linear(x, packed, 37)
     w4a8.load.cache_clear()
+    monkeypatch.setattr(loader, "PREBUILT", tmp_path)  # none built at install either
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("HOME", str(tmp_path))
     try:

@@ -1,5 +1,7 @@
-"""llmkit's C kernels for CPU (w4a8 and q8 matmuls, paged decode attention), one C file each,
-compiled for this machine on first use by :mod:`llmkit.kernels.cpu.build`."""
+"""llmkit's C kernels for CPU (quantized matmuls, the fused decode step, paged decode
+attention, the gated delta rule), one C file each: compiled for every x86 variant when the
+package is built (:mod:`~llmkit.kernels.cpu.build`), loaded for this CPU by
+:mod:`~llmkit.kernels.cpu.loader`."""
 
 from __future__ import annotations
 

@@ -1,37 +1,35 @@
-"""Build, cache and load the small C kernels the CPU paths use, with the system compiler.
+"""Compile llmkit's C kernels for CPU: each kernel for each instruction-set variant.
 
-Each kernel is one C file shipped with the package. It is compiled on first use with
-``$CC`` (else ``cc``/``gcc``) for this CPU (``-march=native``) into
-``~/.cache/llmkit/kernels``, keyed by the source, the flags, the compiler's version and the
-CPU's feature flags, so a changed source, compiler or machine gets its own build. With no
-compiler, or when the build or load fails (a source may refuse a CPU it has no code for with
-``#error``), :func:`load_function` returns None and the caller keeps its torch path.
+The package's build step (``setup.py``) compiles every kernel for every x86 variant into
+``prebuilt/`` beside the sources, as llama.cpp's ``GGML_CPU_ALL_VARIANTS`` builds do, and
+:mod:`llmkit.kernels.cpu.loader` picks the widest variant the running CPU has; so a wheel
+runs on a machine without a compiler and no start compiles anything. The same flags build a
+kernel at run time where no prebuilt one fits (an editable checkout whose C sources changed
+since install, a CPU none of the variants fit).
 
-Kernels are built with ``-fopenmp`` and link libgomp.so.1 by that name; loaded after torch
-(whose CPU build ships and loads a libgomp.so.1), the dynamic loader hands them torch's copy,
-so their parallel regions run on torch's own OpenMP threads instead of competing with them.
+This module uses the standard library only: the build step loads it by path, before llmkit
+or its dependencies are installed.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-import logging
+import json
 import os
-import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 # Not -ffast-math: linking with it adds crtfastmath, which sets flush-to-zero for the whole
 # process when the library loads. These let the loops vectorize and change nothing outside
-# the kernels.
+# the kernels. -fopenmp links libgomp.so.1 by that name; loaded after torch (whose CPU build
+# ships and loads a libgomp.so.1), the dynamic loader hands the kernels torch's copy, so
+# their parallel regions run on torch's own OpenMP threads instead of competing with them.
 FLAGS = (
     "-O3",
-    "-march=native",
     "-fno-math-errno",
     "-fno-trapping-math",
     "-fassociative-math",
@@ -41,88 +39,103 @@ FLAGS = (
     "-pthread",
     "-fopenmp",
 )
-# The instruction paths a tiled kernel (w4a8.c, q8.c) can build with, as its ``*_path()``
-# answers them (0, 1, 2), and the flags that leave each narrower one on a machine that has
-# a wider (each drops the wider instructions), so tests check every path this CPU runs.
-PATHS = ("avx2", "avx-vnni", "avx512-vnni")
-NARROWER = {
-    "avx-vnni": ("-mno-avx512vnni",),
-    "avx2": ("-mno-avx512vnni", "-mno-avxvnni"),
-}
+MANIFEST = "manifest.json"
+_V3 = frozenset("avx avx2 bmi1 bmi2 f16c fma movbe".split())  # x86-64-v3, as cpuinfo names it
+_V4 = _V3 | frozenset("avx512f avx512bw avx512cd avx512dq avx512vl".split())
 
 
-def _cpu_flags() -> str:
+@dataclass(frozen=True)
+class Variant:
+    """One instruction set the kernels are built for: its compiler flags and the
+    ``/proc/cpuinfo`` flags a CPU needs to run it. A tiled kernel's ``*_path()`` answers the
+    name of the widest variant it has code for."""
+
+    name: str
+    flags: tuple[str, ...]
+    needs: frozenset[str]
+
+
+# Widest first. The names are the tiled kernels' instruction paths (w4a8.c, q8.c, kq.c, ...).
+VARIANTS = (
+    Variant("avx512-vnni", ("-march=x86-64-v4", "-mavx512vnni"), _V4 | {"avx512_vnni"}),
+    Variant("avx-vnni", ("-march=x86-64-v3", "-mavxvnni"), _V3 | {"avx_vnni"}),
+    Variant("avx2", ("-march=x86-64-v3",), _V3),
+)
+PATHS = tuple(v.name for v in reversed(VARIANTS))  # the tiled kernels' paths, narrowest first
+# Where no variant fits (another architecture, an x86 CPU without AVX2): this machine's own
+# instructions, compiled at run time. Kernels with no code for it refuse it with #error.
+NATIVE = Variant("native", ("-march=native",), frozenset())
+
+
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags, as ``/proc/cpuinfo`` lists them (empty where it cannot be read)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith(("flags", "Features")):
-                return line
+                return frozenset(line.partition(":")[2].split())
     except OSError:
         pass
-    return ""
+    return frozenset()
 
 
-def _build(compiler: str, flags: list[str], source: Path, target: Path) -> None:
+def runnable(flags: frozenset[str]) -> list[Variant]:
+    """The variants a CPU with these feature flags runs, widest first (NATIVE alone where
+    none of the x86 variants fits)."""
+    return [v for v in VARIANTS if v.needs <= flags] or [NATIVE]
+
+
+def kernels(sources: Path) -> list[Path]:
+    """The kernels: each C file beside this module is one shared library."""
+    return sorted(sources.glob("*.c"))
+
+
+def digest(sources: Path) -> str:
+    """A hash of every C source and header: a kernel includes its neighbours (llama_decode.c
+    includes w4a8.c), so any change to one rebuilds them all."""
+    files = sorted([*sources.glob("*.c"), *sources.glob("*.h")])
+    return hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
+
+
+def library_name(source: Path, variant: Variant) -> str:
+    return f"{source.stem}-{variant.name}.so"
+
+
+def compile_kernel(compiler: str, source: Path, variant: Variant, target: Path) -> None:
+    """``source`` compiled with ``variant``'s flags into ``target``, atomically (a concurrent
+    build never loads half a file). Raises CalledProcessError where the compiler refuses."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
         subprocess.run(
-            [compiler, *flags, str(source), "-o", str(built), "-lm"],
+            [compiler, *FLAGS, *variant.flags, str(source), "-o", str(built), "-lm"],
             check=True,
             capture_output=True,
-            timeout=120,
+            timeout=300,
         )
-        os.replace(built, target)  # atomic: a concurrent build never loads half a file
+        os.replace(built, target)
 
 
-def load_function(
-    source: Path, name: str, argtypes: Sequence[type], extra_flags: Sequence[str] = ()
-) -> Callable[..., int] | None:
-    """C function ``name`` (returning int) of ``source`` compiled for this machine (built
-    once, then cached), or None where it cannot be built or loaded here. Callers cache it.
-    ``extra_flags`` follow ``-march=native`` (``-mno-avx512vnni`` builds a narrower path, to
-    test it on a machine that would pick a wider one)."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None or not source.exists():
-        return None
-    try:
-        version = subprocess.run(
-            [compiler, "--version"], capture_output=True, text=True, timeout=30
-        ).stdout
-        # Every C file beside it too: a kernel may include them (llama_decode.c does w4a8.c).
-        beside = b"".join(f.read_bytes() for f in sorted(source.parent.glob("*.[ch]")))
-        key = hashlib.sha256(
-            source.read_bytes()
-            + beside
-            + "\0".join([*FLAGS, *extra_flags, version, _cpu_flags()]).encode()
-        ).hexdigest()[:16]
-        target = Path.home() / ".cache" / "llmkit" / "kernels" / f"{source.stem}-{key}.so"
-        if not target.exists():
-            logger.info("compiling the %s kernel for this CPU (once, into %s)", source.stem, target)
-            _build(compiler, [*FLAGS, *extra_flags], source, target)
-        function = getattr(ctypes.CDLL(str(target)), name)
-    except (OSError, AttributeError, subprocess.SubprocessError) as exc:
-        logger.warning("C kernel %s unavailable, using torch ops: %s", source.name, exc)
-        return None
-    function.restype = ctypes.c_int
-    function.argtypes = list(argtypes)
-    return function
+def build_all(
+    compiler: str, sources: Path, out: Path, variants: Iterable[Variant] = VARIANTS
+) -> list[Path]:
+    """Every kernel in ``sources`` for every variant, into ``out``, with a manifest naming
+    the sources' digest and what was built (a kernel that refuses a variant is left out);
+    compiled in parallel. Returns the files written."""
+    jobs = [(source, variant) for variant in variants for source in kernels(sources)]
 
+    def one(job: tuple[Path, Variant]) -> Path | None:
+        source, variant = job
+        target = out / library_name(source, variant)
+        try:
+            compile_kernel(compiler, source, variant, target)
+        except subprocess.CalledProcessError:
+            return None
+        return target
 
-def instruction_path(source: Path, name: str, extra_flags: Sequence[str] = ()) -> str | None:
-    """Which of :data:`PATHS` the kernel ``source`` built with ``extra_flags`` multiplies
-    with (its C function ``name`` says), or None where it does not build here."""
-    which = load_function(source, name, [], extra_flags)
-    return None if which is None else PATHS[which()]
-
-
-def builds_here(source: Path, name: str) -> dict[str, tuple[str, ...]]:
-    """Each path of :data:`PATHS` the kernel ``source`` runs on this CPU, with the extra
-    flags that build it (none for the widest); empty where it does not build here."""
-    widest = instruction_path(source, name)
-    if widest is None:
-        return {}
-    found: dict[str, tuple[str, ...]] = {widest: ()}
-    for path, flags in NARROWER.items():
-        if instruction_path(source, name, flags) == path:
-            found.setdefault(path, flags)
-    return found
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        built = [path for path in pool.map(one, jobs) if path is not None]
+    manifest = out / MANIFEST
+    manifest.write_text(
+        json.dumps({"digest": digest(sources), "libraries": sorted(p.name for p in built)})
+    )
+    return [*built, manifest]

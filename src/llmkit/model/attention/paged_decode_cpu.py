@@ -1,11 +1,11 @@
-"""Decode attention straight from the paged cache on CPU: a small C kernel, built on first use.
+"""Decode attention straight from the paged cache on CPU: a small C kernel.
 
 The torch path gathers each decode group's K/V out of the cache into a padded copy and runs
 SDPA over it: three passes over the context's bytes (read, write, read) and SDPA's flash
 kernel, which is slow at one query. ``kernels/cpu/paged_decode.c`` reads each request's keys and
-values once through its block table (float32; on torch's OpenMP threads). It is
-built for this CPU on first use by :mod:`llmkit.kernels.cpu.build`; with no compiler, or if the
-build or load fails, :func:`load` returns None and the torch path runs instead, as before.
+values once through its block table (float32; on torch's OpenMP threads). It is loaded for
+this CPU by :mod:`llmkit.kernels.cpu.loader`; where it cannot be had (no prebuilt library and
+no compiler, or the load fails), :func:`load` returns None and the torch path runs instead.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import load_function
+from llmkit.kernels.cpu.loader import load_function
 from llmkit.model.attention.base import AttentionSpec
 
 SOURCE = SOURCES / "paged_decode.c"

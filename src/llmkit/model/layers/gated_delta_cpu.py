@@ -1,4 +1,4 @@
-"""The gated delta rule over a step's sequences: a small C kernel on CPU (built on first use),
+"""The gated delta rule over a step's sequences: a small C kernel on CPU,
 the torch reference elsewhere (CUDA, or no compiler) and for the tests.
 
 ``kernels/cpu/gated_delta.c`` runs each (sequence, value head) pair's recurrence with its
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import load_function
+from llmkit.kernels.cpu.loader import load_function
 
 SOURCE = SOURCES / "gated_delta.c"
 _I64, _P = ctypes.c_int64, ctypes.c_void_p

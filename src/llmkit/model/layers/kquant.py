@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import instruction_path, load_function
+from llmkit.kernels.cpu.loader import instruction_path, load_function
 from llmkit.model.layers.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
 
 SOURCE = SOURCES / "kq.c"
@@ -50,14 +50,15 @@ class Packed(NamedTuple):
 
 
 @functools.cache
-def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
-    """The compiled kernel (built with ``extra_flags``), or None where it cannot be here."""
-    return load_function(SOURCE, "kq_linear", [_P] * 8 + [_I64] * 6, extra_flags)
+def load(variant: str | None = None) -> Callable[..., int] | None:
+    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
+    cannot be had here."""
+    return load_function(SOURCE, "kq_linear", [_P] * 8 + [_I64] * 6, variant)
 
 
-def path(extra_flags: tuple[str, ...] = ()) -> str | None:
-    """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
-    return instruction_path(SOURCE, "kq_path", extra_flags)
+def path(variant: str | None = None) -> str | None:
+    """The instructions the kernel for ``variant`` multiplies with, or None."""
+    return instruction_path(SOURCE, "kq_path", variant)
 
 
 @functools.cache

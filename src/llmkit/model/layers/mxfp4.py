@@ -9,8 +9,8 @@ the file. The activations are quantized as for the other formats (a scale per 32
 :func:`llmkit.model.layers.w4a8.quantize_activations`), so the dot products are integers.
 :func:`dequantize` gives the numbers ``gguf.quants.dequantize`` gives, bit for bit.
 
-The kernel is built for this CPU by :mod:`llmkit.kernels.cpu.build` (AVX2, AVX-VNNI or
-AVX512-VNNI; ``build.NARROWER`` leaves the narrower ones to test). Where it cannot be,
+The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader` (AVX2, AVX-VNNI or
+AVX512-VNNI; the narrower variants load too, to test them). Where it cannot be had,
 :func:`linear` runs the same quantized math in torch.
 """
 
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import instruction_path, load_function
+from llmkit.kernels.cpu.loader import instruction_path, load_function
 from llmkit.model.layers.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
 
 SOURCE = SOURCES / "mxfp4.c"
@@ -44,14 +44,15 @@ class Packed(NamedTuple):
 
 
 @functools.cache
-def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
-    """The compiled kernel (built with ``extra_flags``), or None where it cannot be here."""
-    return load_function(SOURCE, "mxfp4_linear", [_P] * 4 + [_I64] * 5, extra_flags)
+def load(variant: str | None = None) -> Callable[..., int] | None:
+    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
+    cannot be had here."""
+    return load_function(SOURCE, "mxfp4_linear", [_P] * 4 + [_I64] * 5, variant)
 
 
-def path(extra_flags: tuple[str, ...] = ()) -> str | None:
-    """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
-    return instruction_path(SOURCE, "mxfp4_path", extra_flags)
+def path(variant: str | None = None) -> str | None:
+    """The instructions the kernel for ``variant`` multiplies with, or None."""
+    return instruction_path(SOURCE, "mxfp4_path", variant)
 
 
 def from_mxfp4(blocks: torch.Tensor, in_features: int) -> Packed:

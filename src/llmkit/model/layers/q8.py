@@ -7,10 +7,10 @@ both), and Q8_0 linear layers. The activations are quantized exactly as w4a8's (
 codes and block scales, :func:`llmkit.model.layers.w4a8.quantize_activations`), so the
 products are llama.cpp's ``q8_0 x q8_0`` dot products.
 
-The kernel is built for this CPU by :mod:`llmkit.kernels.cpu.build`: with AVX512-VNNI or AVX-VNNI
-it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; ``build.NARROWER`` builds the
-narrower paths on a machine that has the wider ones, so tests check each. Where no kernel
-can be built, :func:`linear` runs the same quantized math in torch.
+The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader`: with AVX512-VNNI or
+AVX-VNNI it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; the narrower variants
+load on a machine that has the wider ones, so tests check each. Where no kernel can be had,
+:func:`linear` runs the same quantized math in torch.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import instruction_path, load_function
+from llmkit.kernels.cpu.loader import instruction_path, load_function
 from llmkit.model.layers.w4a8 import quantize_activations
 
 SOURCE = SOURCES / "q8.c"
@@ -44,14 +44,15 @@ class Packed(NamedTuple):
 
 
 @functools.cache
-def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
-    """The compiled kernel (built with ``extra_flags``), or None where it cannot be here."""
-    return load_function(SOURCE, "q8_linear", [_P] * 4 + [_I64] * 5, extra_flags)
+def load(variant: str | None = None) -> Callable[..., int] | None:
+    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
+    cannot be had here."""
+    return load_function(SOURCE, "q8_linear", [_P] * 4 + [_I64] * 5, variant)
 
 
-def path(extra_flags: tuple[str, ...] = ()) -> str | None:
-    """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
-    return instruction_path(SOURCE, "q8_path", extra_flags)
+def path(variant: str | None = None) -> str | None:
+    """The instructions the kernel for ``variant`` multiplies with, or None."""
+    return instruction_path(SOURCE, "q8_path", variant)
 
 
 def from_q8_0(blocks: torch.Tensor, in_features: int) -> Packed:

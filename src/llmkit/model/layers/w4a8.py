@@ -10,9 +10,10 @@ min rides on each group's sum of activation codes). :func:`pack` lays the codes 
 kernel (see the C file) and keeps nothing else: 4 + 32 / group bits a weight (5 at group
 32, 4.25 at 128).
 
-The kernel is built for this CPU on first use by :mod:`llmkit.kernels.cpu.build`. Where it cannot
-be (no compiler, no AVX2), :func:`linear` runs the same quantized math in torch: activation
-codes times the dequantized weight, equal to the kernel's numbers up to float rounding.
+The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader`. Where it cannot be
+(no AVX2, or no prebuilt library and no compiler), :func:`linear` runs the same quantized
+math in torch: activation codes times the dequantized weight, equal to the kernel's numbers
+up to float rounding.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import instruction_path, load_function
+from llmkit.kernels.cpu.loader import instruction_path, load_function
 
 SOURCE = SOURCES / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
@@ -44,14 +45,15 @@ class Packed(NamedTuple):
 
 
 @functools.cache
-def load(extra_flags: tuple[str, ...] = ()) -> Callable[..., int] | None:
-    """The compiled kernel (built with ``extra_flags``), or None where it cannot be here."""
-    return load_function(SOURCE, "w4a8_linear", [_P] * 5 + [_I64] * 6, extra_flags)
+def load(variant: str | None = None) -> Callable[..., int] | None:
+    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
+    cannot be had here."""
+    return load_function(SOURCE, "w4a8_linear", [_P] * 5 + [_I64] * 6, variant)
 
 
-def path(extra_flags: tuple[str, ...] = ()) -> str | None:
-    """The instructions the kernel built with ``extra_flags`` multiplies with, or None."""
-    return instruction_path(SOURCE, "w4a8_path", extra_flags)
+def path(variant: str | None = None) -> str | None:
+    """The instructions the kernel for ``variant`` multiplies with, or None."""
+    return instruction_path(SOURCE, "w4a8_path", variant)
 
 
 def group_for(in_features: int, group_size: int) -> int:

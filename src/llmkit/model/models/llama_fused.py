@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.build import load_function
+from llmkit.kernels.cpu.loader import load_function
 from llmkit.model.context import ForwardContext
 from llmkit.model.layers.moe import SparseMoE
 from llmkit.model.layers.norm import RMSNorm
