@@ -11,7 +11,7 @@
  * (fused_moe.h); Gemma's sandwich norms on both blocks' outputs. Barriers separate the
  * phases. Rows (phases that work on a token) are split the same way in every phase, so a
  * thread reads back only rows it wrote itself between barriers; matmuls split their output
- * tiles (fused_linear.h); attention splits (row, query head) pairs.
+ * tiles (fused_linear.h); attention splits each row's slots into spans (paged_attend.h).
  *
  * The rows are M one-token requests: row m is request m of the block tables (decode steps;
  * speculative proposals are rows of their own). Layers in KV cache groups (sliding-window
@@ -54,6 +54,8 @@ typedef struct { /* scratch for one call, M rows */
     Codes codes;
     float *scores, *slots; /* slots: a float16 slot row widened, per thread */
     int64_t score_stride;
+    float *parts;  /* attention's parts: [M, spans, part_size] */
+    int64_t spans; /* of each row's slots (paged_attend.h) */
     MoeWork moe;
     float *q; /* a gated attention's queries, without their gates */
     GdnWork gdn;
@@ -135,18 +137,20 @@ static void attention_mix(const Model *mdl, const Layer *L, const int64_t *posit
         }
     }
 #pragma omp barrier
-    /* A row's heads together (its keys and values read once), or with fewer rows than
-     * twice the threads one query head an item, so that every thread has work. */
-    const int64_t per = M >= 2 * n ? NH : 1, items = M * NH / per;
+    /* Items of (row, span of its slots), then each row's parts merged. */
     const PagedKV kv = {L->k_cache, L->v_cache, mdl->kv_half, mdl->block_size, NH, NKV, D,
                         mdl->block_size * NKV * D, L->scale, L->window, L->softcap, L->sinks};
-    for (int64_t j = items * i / n; j < items * (i + 1) / n; j++) {
-        const int64_t m = j / (NH / per), h0 = j % (NH / per) * per;
+    const int64_t spans = w->spans, size = part_size(&kv);
+    for (int64_t j = i; j < M * spans; j += n) {
+        const int64_t m = j / spans;
         const float *q = L->gated ? w->q + m * attn_n : w->qkv + m * qkv_n;
-        attend_heads(&kv, q, w->attn + m * attn_n, score, w->slots + i * NKV * D,
-                     tables + m * width, seq_lens[m], h0, per);
+        attend_part(&kv, q, tables + m * width, seq_lens[m], j % spans, spans, score,
+                    w->slots + i * NKV * D, w->parts + j * size);
     }
 #pragma omp barrier
+    for (int64_t m = m0; m < m1; m++)
+        merge_parts(&kv, w->parts + m * spans * size, spans, size, w->attn + m * attn_n);
+    /* The rows merged here are this thread's own in the phases below, up to the barrier. */
     for (int64_t m = m0; L->gated && m < m1; m++) /* each output times its gate's sigmoid */
         for (int64_t h = 0; h < NH; h++) {
             const float *gate = w->qkv + m * qkv_n + h * qs + D;
@@ -230,6 +234,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     }
     for (int64_t m = 0; m < M; m++) longest = seq_lens[m] > longest ? seq_lens[m] : longest;
     const int64_t widest = H > inter ? H : inter;
+    const int64_t spans = spans_for(nt, longest);
     Work w = {
         malloc(sizeof(float) * (size_t)(M * widest)),
         malloc(sizeof(float) * (size_t)(M * qkv_n)),
@@ -242,6 +247,8 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc(sizeof(float) * (size_t)(nt * NH * (longest + 1))),
         malloc(sizeof(float) * (size_t)(nt * mdl->kv_heads * D)),
         NH * (longest + 1),
+        malloc(sizeof(float) * (size_t)(M * spans * NH * (2 + D))),
+        spans,
         {0},
         malloc(sizeof(float) * (size_t)(M * NH * D)),
         {NULL, NULL, heads ? malloc(sizeof(float) * (size_t)(M * 2 * heads)) : NULL},
@@ -250,7 +257,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     w.gdn.mixed = w.attn;
     const StateRows states = {state_slots, save_at, save_slot};
     int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.codes.q && w.codes.scale &&
-                         w.codes.sum && w.codes.bsum && w.scores && w.slots && w.q &&
+                         w.codes.sum && w.codes.bsum && w.scores && w.slots && w.parts && w.q &&
                          (heads == 0 || w.gdn.gb)
                      ? 0
                      : -1;
@@ -277,6 +284,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     free(w.codes.bsum);
     free(w.scores);
     free(w.slots);
+    free(w.parts);
     free(w.q);
     free(w.gdn.gb);
     return status;
