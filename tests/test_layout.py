@@ -53,3 +53,21 @@ def test_every_raise_is_a_caller_error_or_one_of_llmkits():
                 if error is not None and not issubclass(error, CALLER_ERRORS):
                     odd.append(f"{path.relative_to(SRC)}:{node.lineno}: {error.__name__}")
     assert odd == []
+
+
+def test_the_top_level_holds_only_public_import_points():
+    """A module at the top of src/llmkit is one users import: the home of a name the package
+    exports (``llmkit.__init__``'s map) or a module the API reference documents; internal
+    modules live in the packages they serve."""
+    import llmkit
+
+    homes = {path.split(".")[1] for path in llmkit._EXPORTS.values()}
+    reference = SRC.parents[1] / "docs" / "reference"
+    documented = {
+        line.split()[1].split(".")[1]
+        for page in reference.glob("*.md")
+        for line in page.read_text().splitlines()
+        if line.startswith("::: llmkit.")
+    }
+    modules = {path.stem for path in SRC.glob("*.py")} - {"__init__"}
+    assert sorted(modules - homes - documented) == []

@@ -8,9 +8,9 @@ llmkit's own parsers pass. See the documentation's "Writing a plugin" (docs/plug
 """
 
 from llmkit.chat.resolve import resolve_chat_template
-from llmkit.plugin_checks import PLUGIN_API_VERSION
 from llmkit.plugins import CHAT_TEMPLATES, REASONING_PARSERS, TOOL_PARSERS
 from llmkit.plugins import load as load_plugin
+from llmkit.plugins.checks import PLUGIN_API_VERSION
 from llmkit.reasoning.base import ReasoningParser, ReasoningStream, ThinkParser
 from llmkit.tools.base import CallObject, Scan, ScannedCall, ToolParser, read_call_object
 from llmkit.tools.json_scan import (

@@ -97,7 +97,7 @@ def test_context_length_error_states_both_numbers():
 
 def test_the_http_app_and_the_engine_keep_one_context_rule():
     """The 400 says what the engine's ValueError says; unset max_tokens is the rest."""
-    from llmkit.context_window import completion_budget
+    from llmkit.engine.sched.context_window import completion_budget
 
     with pytest.raises(OpenAIError) as http:
         check_context_length(100, 29, 128, "prompt")

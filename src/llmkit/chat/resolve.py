@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmkit.errors import PluginError
-from llmkit.plugin_checks import template_error
 from llmkit.plugins import CHAT_TEMPLATES, find, installed, load
+from llmkit.plugins.checks import template_error
 
 
 def resolve_chat_template(value: str, field: str = "chat_template", files: bool = False) -> str:

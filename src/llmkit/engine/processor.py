@@ -11,12 +11,12 @@ import uuid
 from typing import Any
 
 from llmkit.chat.resolve import resolve_chat_template
-from llmkit.context_window import completion_budget
 from llmkit.engine.core.detokenizer import IncrementalDetokenizer
 from llmkit.engine.core.output_state import CompletionState, RequestState
 from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.multimodal import ImageInputs, split_prompt
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType, TokensPrompt
+from llmkit.engine.sched.context_window import completion_budget
 from llmkit.engine.sched.request import ImageInput, Request
 from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest

@@ -6,7 +6,7 @@ for the ``openai`` tool parser to read: a call made while reasoning is still a c
 
 from __future__ import annotations
 
-from llmkit.harmony import read
+from llmkit.formats.harmony import read
 from llmkit.reasoning.base import ReasoningParser
 
 

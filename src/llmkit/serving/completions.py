@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmkit.context_window import completion_budget
+from llmkit.engine.sched.context_window import completion_budget
 from llmkit.outputs import PositionLogprobs, RequestOutput
 from llmkit.protocol.openai import (
     CompletionChoice,

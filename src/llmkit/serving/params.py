@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from llmkit.context_window import completion_budget
+from llmkit.engine.sched.context_window import completion_budget
 from llmkit.errors import ParamError
 from llmkit.protocol.openai import SamplingFields
 from llmkit.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams

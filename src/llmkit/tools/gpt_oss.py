@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from llmkit.harmony import read
+from llmkit.formats.harmony import read
 from llmkit.tools.base import Scan, ScannedCall, ToolParser
 from llmkit.tools.sections import json_arguments
 

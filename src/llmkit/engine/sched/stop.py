@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmkit.context_window import context_room
+from llmkit.engine.sched.context_window import context_room
 from llmkit.engine.sched.request import Request, RequestStatus
 
 # Adds the token's text to the sequence's; returns the stop string it completed, if any.

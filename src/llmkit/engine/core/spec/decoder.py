@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.context_window import context_room
 from llmkit.engine.core.model_info import ModelInfo
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.sample_batch import SampleBatch
@@ -29,6 +28,7 @@ from llmkit.engine.core.seq_state import SeqState
 from llmkit.engine.core.spec.draft import DraftModel
 from llmkit.engine.core.spec.ngram import NgramProposer
 from llmkit.engine.core.tokenizer import Tokenizer
+from llmkit.engine.sched.context_window import context_room
 from llmkit.engine.sched.request import Request
 from llmkit.engine.sched.scheduler import Scheduler
 from llmkit.model.batch import SeqInput

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmkit.checks import at_least, choice, positive, speculative_settings
+from llmkit.config.checks import at_least, choice, positive, speculative_settings
 
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _DEVICES = ("auto", "cpu", "cuda")

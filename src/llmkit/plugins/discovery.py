@@ -15,7 +15,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from llmkit.errors import PluginError
-from llmkit.plugin_checks import check_plugin
+from llmkit.plugins.checks import check_plugin
 
 TOOL_PARSERS = "llmkit.tool_parsers"
 CHAT_TEMPLATES = "llmkit.chat_templates"
