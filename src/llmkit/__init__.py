@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "AsyncEngine": "llmkit.engine.async_engine",
     "RequestStream": "llmkit.engine.request_stream",
-    "EngineStats": "llmkit.engine.core.stats",
+    "EngineStats": "llmkit.types",
     "EngineNotStartedError": "llmkit.errors",
     "EngineProtocol": "llmkit.engine.protocol",
     "ModelInfo": "llmkit.engine.protocol",
@@ -64,7 +64,6 @@ if TYPE_CHECKING:
     from llmkit.config import EngineConfig
     from llmkit.engine.async_engine import AsyncEngine
     from llmkit.engine.beam_search import BeamSearchParams
-    from llmkit.engine.core.stats import EngineStats
     from llmkit.engine.llm import LLM
     from llmkit.engine.protocol import EngineProtocol, ModelInfo
     from llmkit.engine.request_stream import RequestStream
@@ -92,3 +91,4 @@ if TYPE_CHECKING:
         SamplingParams,
         StructuredOutputsParams,
     )
+    from llmkit.types import EngineStats

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.remote.routing import Router
+from llmkit.types import EngineStats
 
 
 def test_a_shared_prefix_keeps_its_replica_until_it_is_much_busier():

@@ -19,7 +19,6 @@ from llmkit.config import EngineConfig
 from llmkit.engine.commands import CommandQueue
 from llmkit.engine.core.engine_core import EngineCore
 from llmkit.engine.core.output_state import RequestState
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.core.tokenizers import Tokenizers
 from llmkit.engine.core.watchdog import Watchdog
 from llmkit.engine.frontend import EngineFrontend
@@ -31,6 +30,7 @@ from llmkit.engine.request_stream import RequestStream
 from llmkit.errors import EngineDeadError, EngineNotStartedError
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 logger = logging.getLogger(__name__)
 

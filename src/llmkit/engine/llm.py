@@ -12,7 +12,6 @@ from llmkit.config import EngineConfig
 from llmkit.engine.beam_search import BeamSearchOutput, BeamSearchParams, beam_search
 from llmkit.engine.core.engine_core import EngineCore
 from llmkit.engine.core.output_state import RequestState
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.processor import InputProcessor
 from llmkit.engine.protocol import Conversation, ModelInfo, PromptType
 from llmkit.engine.sched.request import Request
@@ -29,6 +28,7 @@ from llmkit.lora_request import LoRARequest
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, RequestOutputKind, SamplingParams
+from llmkit.types import EngineStats
 
 Params = SamplingParams | PoolingParams
 LoRAArg = LoRARequest | Sequence[LoRARequest | None] | None

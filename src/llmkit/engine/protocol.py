@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, runtime_checkable
 
-from llmkit.engine.core.model_info import ModelInfo
-from llmkit.engine.core.stats import EngineStats
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats, ModelInfo
 
 if TYPE_CHECKING:
     from llmkit.engine.core.tokenizer import Tokenizer

@@ -6,7 +6,6 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import (
     Conversation,
     EngineProtocol,
@@ -19,6 +18,7 @@ from llmkit.engine.protocol import (
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 if TYPE_CHECKING:
     from llmkit.engine.core.tokenizer import Tokenizer

@@ -7,7 +7,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import (
     Conversation,
     EngineProtocol,
@@ -20,6 +19,7 @@ from llmkit.errors import EngineNotStartedError
 from llmkit.lora_request import LoRARequest
 from llmkit.outputs import EmbeddingRequestOutput, RequestOutput
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 if TYPE_CHECKING:
     from llmkit.engine.core.tokenizer import Tokenizer

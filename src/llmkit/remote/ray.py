@@ -20,7 +20,6 @@ import ray
 from ray.exceptions import RayActorError
 
 from llmkit.config import EngineConfig
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.processor import InputProcessor, new_request_id
@@ -32,6 +31,7 @@ from llmkit.remote.ray_replica import Replica
 from llmkit.remote.ray_stream import ReplicaStream, Submission
 from llmkit.remote.routing import Router
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 logger = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import EngineOutput, ModelInfo, TokensPrompt
 from llmkit.lora_request import LoRARequest
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 
 class Replica:

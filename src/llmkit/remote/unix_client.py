@@ -22,7 +22,6 @@ from typing import Any
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.frontend import EngineFrontend
 from llmkit.engine.loop import threadsafe_scheduler
@@ -52,6 +51,7 @@ from llmkit.remote.unix_protocol import (
     submit_request,
 )
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 logger = logging.getLogger(__name__)
 

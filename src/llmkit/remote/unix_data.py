@@ -12,7 +12,6 @@ import typing
 from array import array
 from typing import Any
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import EngineOutput, ModelInfo
 from llmkit.errors import ParamError
 from llmkit.lora_request import LoRARequest
@@ -32,6 +31,7 @@ from llmkit.sampling_params import (
     SamplingParams,
     StructuredOutputsParams,
 )
+from llmkit.types import EngineStats
 
 Params = SamplingParams | PoolingParams
 

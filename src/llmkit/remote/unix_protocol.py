@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.protocol import EngineOutput, ModelInfo, PromptType
 from llmkit.errors import EngineDeadError, EngineOverloadedError, ParamError, RequestFailedError
 from llmkit.lora_request import LoRARequest
@@ -57,6 +56,7 @@ from llmkit.remote.unix_data import (
     stats_to_wire,
 )
 from llmkit.sampling_params import PoolingParams, SamplingParams
+from llmkit.types import EngineStats
 
 PROTOCOL_VERSION = 1
 

@@ -28,8 +28,8 @@ from prometheus_client.registry import Collector
 from llmkit.engine.sched.admission import QUEUE_WAIT_BUCKETS
 
 if TYPE_CHECKING:
-    from llmkit.engine.core.stats import EngineStats
     from llmkit.engine.protocol import EngineProtocol
+    from llmkit.types import EngineStats
 
 
 _LATENCY_BUCKETS = (

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 
 from deadlines import scaled
-from llmkit.engine.core.stats import EngineStats
 from llmkit.remote.framing import FrameReader, pack
+from llmkit.types import EngineStats
 
 
 async def settled(engine: Any, timeout: float = 1.0) -> EngineStats:

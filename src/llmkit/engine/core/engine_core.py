@@ -21,7 +21,6 @@ from llmkit.engine.core.prompt_cache import move_blocks, open_tiers, tier_fields
 from llmkit.engine.core.request_table import RequestTable
 from llmkit.engine.core.resolve import resolve
 from llmkit.engine.core.seq_state import SeqState
-from llmkit.engine.core.stats import EngineStats
 from llmkit.engine.core.token_output import record_prompt_logprobs, record_token
 from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.core.tokenizers import Tokenizers
@@ -37,6 +36,7 @@ from llmkit.model.device import resolve_device
 from llmkit.model.lora_adapter import LoRAAdapter
 from llmkit.model.sampler import SampledToken, Sampler
 from llmkit.outputs import SpecDecodeCounts
+from llmkit.types import EngineStats
 
 if TYPE_CHECKING:  # imported only where speculation is configured
     from llmkit.engine.core.spec.decoder import SpeculativeDecoder

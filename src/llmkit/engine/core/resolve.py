@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmkit.config import EngineConfig
-from llmkit.engine.core.model_info import ModelInfo, Task
 from llmkit.model.loader import load_hf_config, model_class, resolve_model, resolve_tokenizer
 from llmkit.model.pooling_config import PoolingConfig, resolve_pooling_config
 from llmkit.model.shape import model_shape
+from llmkit.types import ModelInfo, Task
 
 logger = logging.getLogger(__name__)
 

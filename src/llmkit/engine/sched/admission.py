@@ -11,8 +11,8 @@ import bisect
 import threading
 from typing import Any
 
-from llmkit.engine.core.stats import EngineStats
 from llmkit.errors import EngineOverloadedError
+from llmkit.types import EngineStats
 
 # Upper bounds (seconds) of the queue wait histogram's buckets; the last is +Inf.
 QUEUE_WAIT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.engine.core.model_info import ModelInfo
 from llmkit.engine.core.output_state import RequestState
 from llmkit.engine.core.sample_batch import SampleBatch
 from llmkit.engine.core.seq_state import SeqState
@@ -34,6 +33,7 @@ from llmkit.engine.sched.scheduler import Scheduler
 from llmkit.model.batch import SeqInput
 from llmkit.model.sampler import SampledToken
 from llmkit.outputs import SpecDecodeCounts
+from llmkit.types import ModelInfo
 
 logger = logging.getLogger(__name__)
 _LOG_EVERY_DRAFTS = 1000  # an acceptance-rate line in the log after this many checks

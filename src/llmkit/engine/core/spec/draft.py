@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.config import EngineConfig
-from llmkit.engine.core.model_info import ModelInfo
 from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.sched.request import Request
 from llmkit.model.batch import SeqInput
 from llmkit.model.loader import load_hf_config
 from llmkit.model.names import resolve_model
 from llmkit.model.runner import ModelRunner
+from llmkit.types import ModelInfo
 
 _FIELD = "speculative_config's model"
 
