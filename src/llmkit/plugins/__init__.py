@@ -12,7 +12,6 @@ from llmkit.plugins.discovery import (
     find,
     installed,
     load,
-    normalize,
 )
 
 __all__ = [
@@ -24,5 +23,4 @@ __all__ = [
     "find",
     "installed",
     "load",
-    "normalize",
 ]

@@ -51,17 +51,24 @@ def _sources_digest() -> str:
     return digest(SOURCES)
 
 
+@functools.cache
+def _built_in(where: Path) -> frozenset[str]:
+    """The libraries the build step left in ``where`` from the sources as they are now (none
+    where its manifest is missing or names other sources); read once a process."""
+    try:
+        manifest = json.loads((where / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return frozenset()
+    if manifest.get("digest") != _sources_digest():
+        return frozenset()
+    return frozenset(manifest.get("libraries", ()))
+
+
 def prebuilt(source: Path, variant: Variant) -> Path | None:
     """The library the package's build step compiled for ``source`` and ``variant``, or None
     where there is none or it was built from other sources than these."""
-    try:
-        manifest = json.loads((PREBUILT / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
     name = library_name(source, variant)
-    if manifest.get("digest") != _sources_digest() or name not in manifest.get("libraries", ()):
-        return None
-    return PREBUILT / name
+    return PREBUILT / name if name in _built_in(PREBUILT) else None
 
 
 def _compiled(source: Path, variant: Variant) -> Path | None:
