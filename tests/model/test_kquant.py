@@ -89,13 +89,21 @@ def test_every_kernel_path_equals_float64_and_the_others_to_the_bit(qtype):
     weight, blocks = _blocks(qtype, rows=37)
     packed = kquant.read(qtype, torch.from_numpy(blocks), weight.shape[1])
     wide = kquant.dequantize(packed)[:37].double()
-    for rows in (1, 6, 70):  # a row, a pass of 4 and a tail, more than a row block of 64
+    # a row, a pass of 4 and a tail, VNNI's and AVX2's first steps of many rows (kq_rows.h),
+    # more than a row block of 64
+    for rows in (1, 7, 8, 16, 32, 70):
         x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)) * 3
         outs = {
             name: kquant.linear(x, packed, 37, kquant.load(flags)) for name, flags in paths.items()
         }
         first = next(iter(outs.values()))
         assert all(torch.equal(first, out) for out in outs.values()), list(outs)
+        for flags in paths:  # each row alone in steps of 7: the tile path, whatever M picks
+            kernel = kquant.load(flags)
+            tiles = torch.cat(
+                [kquant.linear(x[m : m + 7], packed, 37, kernel) for m in range(0, rows, 7)]
+            )
+            assert torch.equal(first, tiles), (flags, rows)
         codes, scale = kquant.quantize_activations(x)
         exact = (codes * scale).double() @ wide.T  # the kernel's products, summed in float64
         assert (first.double() - exact).abs().max() <= 1e-5 * exact.abs().max()
@@ -135,6 +143,28 @@ def test_a_mixed_file_loads_with_nothing_dequantized_and_scores_as_its_dequantiz
     assert held <= 1.1 * sum(t.nbytes for t in table.tensors.values())
     got, want = _nll(ours), _nll(LLM(str(file), dtype="float32", max_model_len=128))
     assert abs(got.mean() - want.mean()) < 0.05, (got.mean(), want.mean())
+
+
+def test_a_fused_decode_step_of_40_rows_equals_its_layers_run_as_modules(model_factory, tmp_path):
+    """40 decodes in one step: the fused kernel's K-quant matmuls take the path for many rows
+    (kq_rows.h) and agree with the modules run 5 rows a step, on the tile path (to the
+    RMSNorm's ~1e-3, see test_llama_fused)."""
+    from llmkit.model.batch import SeqInput
+
+    file = write_gguf(model_factory(SPECS["llama"]), tmp_path / "k.gguf", q4_k_m)
+    llm = LLM(str(file), max_model_len=64, max_num_seqs=40)
+    runner, rows = llm._core.runner, range(40)
+    runner.execute([SeqInput([3 + r, 5 + r % 7, 9], 0, [r]) for r in rows])
+    step = [SeqInput([11 + r], 3, [r]) for r in rows]
+    fused = runner.model.model.fused_decode
+    fused.enabled = False
+    expected = torch.cat([runner.execute(step[r : r + 5]).clone() for r in rows[::5]])
+    fused.enabled = True
+    got = runner.execute(step)
+    assert fused._plan is not None  # the kernel ran
+    err = (got - expected).norm(dim=-1) / expected.norm(dim=-1)
+    assert err.max().item() < 1e-2, err
+    llm.close()
 
 
 def _q2_k(name: str) -> str:

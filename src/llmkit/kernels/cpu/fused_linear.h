@@ -38,7 +38,9 @@
 #define gemm_tiles kq_gemm_tiles
 #define quantize_rows kq_quantize_rows
 #define run_job kq_run_job
+#define gemm_unpacked kq_gemm_unpacked
 #include "kq.c"
+#undef gemm_unpacked
 #undef Job
 #undef tile
 #undef gemm_tiles

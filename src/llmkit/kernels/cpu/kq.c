@@ -23,7 +23,9 @@
  * at most), wider ones are widened each 8 inputs (4 x 63 x 127 at most); VNNI's dpbusd adds
  * into int32 directly. Both give the same integers, so every path gives the same floats.
  *
- * Threads: as w4a8.c (rows quantized, then output tiles, over torch's OpenMP pool).
+ * Steps of UNPACK_ROWS rows or more unpack each tile once for all their rows (kq_rows.h), with
+ * the same integers and floats. Threads: as w4a8.c (rows quantized, then output tiles, over
+ * torch's OpenMP pool). The packer (kq_pack.h) lays a file's blocks out for this kernel.
  */
 #if !defined(__AVX2__) || !defined(__F16C__) || !defined(__FMA__)
 #error "the kq kernel needs AVX2, F16C and FMA"
@@ -70,7 +72,14 @@ typedef struct {
 } Job;
 
 #include "tiled.h"
+#define UNPACKED_TILES
+/* Rows from which kq_rows.h's path runs: with AVX2 alone (maddubs and a widening madd per
+ * vector, at this CPU's multiply-add peak either way) it wins from 32 rows on (measured); with
+ * VNNI one dpbusd is the whole dot, so the tile path's unpacking weighs more (not measured:
+ * no VNNI machine was at hand) and two passes of MT rows already share an unpacked tile. */
+#define UNPACK_ROWS (KQ_PATH == 0 ? 32 : 8)
 #include "tile_walk.h"
+#undef UNPACKED_TILES
 
 /* Which instructions this build multiplies with: 0 AVX2, 1 AVX-VNNI, 2 AVX512-VNNI. */
 int kq_path(void) { return KQ_PATH; }
@@ -97,6 +106,25 @@ static inline __attribute__((always_inline)) __m256 s8_vec(const int8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
+/* Inputs 32 b + 8 s .. + 8 of a tile's codes, unsigned (Q6K's 0..63): l the first 4 of each
+ * column, h the next 4; h5 is block b's plane of 5th bits (Q5, Q5K). */
+static inline __attribute__((always_inline)) void codes8(const uint8_t *lo, const uint8_t *hi,
+                                                         __m256i h5, int64_t b, int s, int fmt,
+                                                         __m256i *l, __m256i *h) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(lo + (b * 32 + s * 8) * 4));
+    *l = _mm256_and_si256(v, nibble);
+    *h = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    if (fmt == KQ_Q5 || fmt == KQ_Q5K) {
+        *l = _mm256_or_si256(*l, bits_at4(h5, 2 * s, 0x10));
+        *h = _mm256_or_si256(*h, bits_at4(h5, 2 * s + 1, 0x10));
+    } else if (fmt == KQ_Q6K) {
+        const __m256i h6 = _mm256_loadu_si256((const __m256i *)(hi + (2 * b + s / 2) * 32));
+        *l = _mm256_or_si256(*l, bits_at4(h6, 4 * (s % 2), 0x30));
+        *h = _mm256_or_si256(*h, bits_at4(h6, 4 * (s % 2) + 2, 0x30));
+    }
+}
+
 /* The int32 dot products of 32 inputs (block b of the tile's codes) with mt rows' codes, for
  * codes of 4 bits (fmt Q4K), 5 (Q5, Q5K) or 6 (Q6K: into dots of 16 inputs each, 2 a row). */
 static inline __attribute__((always_inline)) void block_dots(const Job *job, const uint8_t *lo,
@@ -104,7 +132,6 @@ static inline __attribute__((always_inline)) void block_dots(const Job *job, con
                                                              const int8_t *q, int mt, int fmt,
                                                              __m256i *dots) {
     const int64_t Kp = job->Kp;
-    const __m256i nibble = _mm256_set1_epi8(0x0F);
     _mm_prefetch((const char *)(lo + b * 128) + PREFETCH_AHEAD, _MM_HINT_T0);
     _mm_prefetch((const char *)(lo + b * 128) + PREFETCH_AHEAD + 64, _MM_HINT_T0);
     __m256i h5 = _mm256_setzero_si256();
@@ -116,17 +143,11 @@ static inline __attribute__((always_inline)) void block_dots(const Job *job, con
 #pragma GCC unroll 4
     for (int s = 0; s < 4; s++) {
         const int64_t k = b * 32 + s * 8;
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(lo + k * 4));
-        __m256i l = _mm256_and_si256(v, nibble);
-        __m256i h = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-        if (fmt == KQ_Q5 || fmt == KQ_Q5K) {
-            l = _mm256_or_si256(l, bits_at4(h5, 2 * s, 0x10));
-            h = _mm256_or_si256(h, bits_at4(h5, 2 * s + 1, 0x10));
-        } else if (fmt == KQ_Q6K) {
-            const __m256i h6 = _mm256_loadu_si256((const __m256i *)(hi + (2 * b + s / 2) * 32));
-            const __m256i c32 = _mm256_set1_epi8(32);
-            l = _mm256_sub_epi8(_mm256_or_si256(l, bits_at4(h6, 4 * (s % 2), 0x30)), c32);
-            h = _mm256_sub_epi8(_mm256_or_si256(h, bits_at4(h6, 4 * (s % 2) + 2, 0x30)), c32);
+        __m256i l, h;
+        codes8(lo, hi, h5, b, s, fmt, &l, &h);
+        if (fmt == KQ_Q6K) {
+            l = _mm256_sub_epi8(l, _mm256_set1_epi8(32));
+            h = _mm256_sub_epi8(h, _mm256_set1_epi8(32));
         }
         for (int r = 0; r < mt; r++) {
             int32_t a0, a1;
@@ -196,6 +217,8 @@ static inline __attribute__((always_inline)) void tile_of(const Job *job, int64_
     for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * job->ldo + t * 8, acc[r], width);
 }
 
+#include "kq_rows.h"
+
 /* One tile for the job's format: each format's loop compiled on its own. */
 static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t, int64_t m0, int mt) {
     switch (job->fmt) {
@@ -227,100 +250,4 @@ int kq_linear(const float *x, const uint8_t *lo, const uint8_t *hi, const void *
     return status;
 }
 
-/* ---- laying a GGUF file's blocks out for the kernel (kquant.py's read, in one pass) ---- */
-
-enum { G_Q5_0 = 0, G_Q5_1 = 1, G_Q4_K = 2, G_Q5_K = 3, G_Q6_K = 4 };
-
-typedef struct {
-    uint8_t *lo, *hi;
-    void *sc, *mn;
-    uint16_t *d, *dmin;
-    int64_t K;
-} Packing;
-
-static inline uint16_t half_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return h; }
-
-/* Code q of column c (of tile t), input k, into the nibble and high-bit planes. */
-static inline void put_code(const Packing *p, int64_t t, int64_t c, int64_t k, int q, int six) {
-    const int64_t K = p->K;
-    uint8_t *lo = p->lo + (t * (K / 8) + k / 8) * 32 + 4 * c + k % 4;
-    *lo |= (uint8_t)((q & 15) << (k % 8 >= 4 ? 4 : 0));
-    if (p->hi == NULL) return;
-    const int64_t s = k % 32 / 8, h = k % 8 / 4;
-    if (six) {
-        const int64_t u = k / 16, s6 = k % 16 / 8;
-        p->hi[(t * (K / 16) + u) * 32 + 4 * c + k % 4] |= (uint8_t)(((q >> 4) & 3) << (2 * (2 * s6 + h)));
-    } else {
-        p->hi[(t * (K / 32) + k / 32) * 32 + 4 * c + k % 4] |= (uint8_t)(((q >> 4) & 1) << (2 * s + h));
-    }
-}
-
-/* A per-column table's entry g of column c (tile t), count entries a column. */
-#define TABLE(ptr, type, t, c, g, count) (((type *)(ptr))[((t) * (count) + (g)) * 8 + (c)])
-
-/* Row n of the weight from its GGUF blocks (a Q4_K/Q5_K super-block's 12 bytes of 6-bit
- * scales and mins unpacked as llama.cpp's get_scale_min_k4). */
-static void pack_row(const Packing *p, int64_t gtype, const uint8_t *row, int64_t n) {
-    const int64_t K = p->K, t = n / 8, c = n % 8;
-    int q[256];
-    if (gtype == G_Q5_0 || gtype == G_Q5_1) {
-        const int64_t bytes = gtype == G_Q5_0 ? 22 : 24;
-        for (int64_t b = 0; b < K / 32; b++) {
-            const uint8_t *blk = row + b * bytes, *qh = blk + (gtype == G_Q5_0 ? 2 : 4);
-            const uint16_t d = half_at(blk);
-            const uint16_t m = gtype == G_Q5_1 ? half_at(blk + 2)
-                                               : _cvtss_sh(-16.f * _cvtsh_ss(d), _MM_FROUND_TO_NEAREST_INT);
-            uint32_t high;
-            memcpy(&high, qh, 4);
-            for (int i = 0; i < 32; i++)
-                put_code(p, t, c, b * 32 + i, ((qh[4 + i % 16] >> (4 * (i / 16))) & 15) | (int)((high >> i) & 1) << 4, 0);
-            TABLE(p->sc, uint16_t, t, c, b, K / 32) = d;
-            TABLE(p->mn, uint16_t, t, c, b, K / 32) = m;
-        }
-        return;
-    }
-    const int64_t bytes = gtype == G_Q4_K ? 144 : (gtype == G_Q5_K ? 176 : 210);
-    for (int64_t b = 0; b < K / 256; b++) {
-        const uint8_t *blk = row + b * bytes;
-        if (gtype == G_Q6_K) {
-            const uint8_t *ql = blk, *qh = blk + 128;
-            for (int w = 0; w < 256; w++) {
-                const int half = w / 128, in = w % 128;
-                q[w] = ((ql[half * 64 + in % 64] >> (4 * (in / 64))) & 15) |
-                       ((qh[half * 32 + in % 32] >> (2 * (in / 32))) & 3) << 4;
-            }
-            for (int u = 0; u < 16; u++) TABLE(p->sc, int8_t, t, c, b * 16 + u, K / 16) = (int8_t)blk[192 + u];
-            TABLE(p->d, uint16_t, t, c, b, K / 256) = half_at(blk + 208);
-        } else {
-            const uint8_t *s = blk + 4, *qs = blk + (gtype == G_Q5_K ? 48 : 16), *qh = blk + 16;
-            for (int j = 0; j < 8; j++) {
-                const int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-                const int mn = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-                TABLE(p->sc, uint8_t, t, c, b * 8 + j, K / 32) = (uint8_t)sc;
-                TABLE(p->mn, uint8_t, t, c, b * 8 + j, K / 32) = (uint8_t)mn;
-            }
-            for (int w = 0; w < 256; w++) {
-                const int sub = w / 32, l = w % 32;
-                q[w] = (qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 15;
-                if (gtype == G_Q5_K) q[w] |= ((qh[l] >> sub) & 1) << 4;
-            }
-            TABLE(p->d, uint16_t, t, c, b, K / 256) = half_at(blk);
-            TABLE(p->dmin, uint16_t, t, c, b, K / 256) = half_at(blk + 2);
-        }
-        for (int w = 0; w < 256; w++) put_code(p, t, c, b * 256 + w, q[w], gtype == G_Q6_K);
-    }
-}
-
-/* blocks: N rows of a GGUF tensor of type gtype with K inputs; the planes and tables
- * (zeroed, sized for N rounded up to whole tiles) filled as kquant.py's _layout lays them.
- * A tile's rows are one thread's, so no two threads write one byte. */
-int kq_pack(const uint8_t *blocks, int64_t row_bytes, int64_t N, int64_t K, int64_t gtype,
-            uint8_t *lo, uint8_t *hi, void *sc, void *mn, uint16_t *d, uint16_t *dmin,
-            int64_t n_threads) {
-    const Packing p = {lo, hi, sc, mn, d, dmin, K};
-    const int64_t tiles = (N + 7) / 8;
-#pragma omp parallel for num_threads(n_threads < 1 ? 1 : (int)n_threads) schedule(static)
-    for (int64_t t = 0; t < tiles; t++)
-        for (int64_t n = t * 8; n < t * 8 + 8 && n < N; n++) pack_row(&p, gtype, blocks + n * row_bytes, n);
-    return 0;
-}
+#include "kq_pack.h"
