@@ -95,13 +95,26 @@ def int8_peak(threads: int) -> float:
 
 
 def linear_parameters(file: Path) -> int:
-    """The multiply-adds of one prompt token through the file's layers: their 2-D weights but
-    the token embedding and the output head (which only a prompt's last token meets)."""
+    """The multiply-adds of one prompt token through the file's layers: their matrices but the
+    token embedding and the output head (which only a prompt's last token meets); of a mixture
+    of experts' expert tensors, the share a token routes to."""
     from gguf import GGUFReader
 
-    skip = {"token_embd.weight", "output.weight"}
-    tensors = GGUFReader(str(file)).tensors
-    return sum(int(t.n_elements) for t in tensors if len(t.shape) >= 2 and t.name not in skip)
+    reader = GGUFReader(str(file))
+
+    def field(name: str) -> int | None:
+        found = reader.fields.get(name)
+        return None if found is None else int(found.contents())
+
+    arch = reader.fields["general.architecture"].contents()
+    experts, used = field(f"{arch}.expert_count"), field(f"{arch}.expert_used_count")
+    total = 0.0
+    for t in reader.tensors:
+        if len(t.shape) < 2 or t.name in ("token_embd.weight", "output.weight"):
+            continue
+        share = used / experts if experts and used and "_exps." in t.name else 1.0
+        total += int(t.n_elements) * share
+    return int(total)
 
 
 def llmkit(file: Path, prompt: int, streams: int, decode: int) -> dict[str, float]:

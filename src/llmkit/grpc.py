@@ -4,6 +4,6 @@ The stable import point for apps (extra: ``llmkit[grpc]``); the service lives in
 ``llmkit.transports``, which may change, this module's names do not.
 """
 
-from llmkit.transports.grpc_server import GrpcServer, serve_grpc
+from llmkit.remote.grpc.server import GrpcServer, serve_grpc
 
 __all__ = ["GrpcServer", "serve_grpc"]

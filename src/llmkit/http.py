@@ -5,10 +5,10 @@ is built inside llmkit may change, this module's names do not.
 """
 
 from llmkit.serving.options import ServingOptions
-from llmkit.transports.http import create_app
-from llmkit.transports.http_limits import RateLimits
-from llmkit.transports.http_options import AccessOptions, HTTPOptions
-from llmkit.transports.websocket_connection import WebSocketOptions
+from llmkit.transports.http.app import create_app
+from llmkit.transports.http.limits import RateLimits
+from llmkit.transports.http.options import AccessOptions, HTTPOptions
+from llmkit.transports.websocket.connection import WebSocketOptions
 
 __all__ = [
     "AccessOptions",

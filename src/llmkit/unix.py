@@ -4,7 +4,7 @@ The stable import point for apps; ``EngineClient`` implements the same engine pr
 ``AsyncEngine``, for an engine in another local process.
 """
 
-from llmkit.remote.unix_client import EngineClient
-from llmkit.remote.unix_server import serve_unix
+from llmkit.remote.unix.client import EngineClient
+from llmkit.remote.unix.server import serve_unix
 
 __all__ = ["EngineClient", "serve_unix"]

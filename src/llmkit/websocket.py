@@ -3,6 +3,6 @@
 The stable import point for apps (``from llmkit.websocket import WebSocketClient``).
 """
 
-from llmkit.transports.websocket_client import WebSocketClient
+from llmkit.transports.websocket.client import WebSocketClient
 
 __all__ = ["WebSocketClient"]

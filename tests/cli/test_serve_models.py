@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from llmkit.cli import build_parser
-from llmkit.cli.serve_models import model_manager
+from llmkit.cli.serve.models import model_manager
 
 GIB = 1 << 30
 

@@ -18,13 +18,13 @@ from llmkit.outputs import (
 )
 from llmkit.protocol.messages import ProtocolError
 from llmkit.remote.output_assembly import OutputAssembler, wire_params
-from llmkit.remote.unix_data import (
+from llmkit.remote.unix.data import (
     output_from_wire,
     output_to_wire,
     params_from_wire,
     params_to_wire,
 )
-from llmkit.remote.unix_protocol import parse_client_message, submit_request
+from llmkit.remote.unix.protocol import parse_client_message, submit_request
 from llmkit.sampling_params import (
     PoolingParams,
     RequestOutputKind,

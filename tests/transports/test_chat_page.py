@@ -14,8 +14,8 @@ import httpx
 import pytest
 from page_helpers import TIMEOUT_MS, Frames, ask, chromium, expect, screenshot, watch_reply
 
-import llmkit.cli.serve
-import llmkit.transports.http
+import llmkit.cli.serve.command
+import llmkit.transports.http.app
 from llmkit.cli import main
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.transports.http import create_app
+from llmkit.transports.http.app import create_app
 
 engine = AsyncEngine(EngineConfig(model=sys.argv[1]))
 
@@ -126,9 +126,11 @@ def test_serve_shows_the_page_unless_no_ui(flags, ui, monkeypatch):
         seen.update(kwargs)
         raise Started
 
-    monkeypatch.setattr(llmkit.cli.serve, "bind_sockets", lambda host, port, uds: [])
-    monkeypatch.setattr(llmkit.cli.serve, "_served_engine", lambda args, config: (None, "demo"))
-    monkeypatch.setattr(llmkit.transports.http, "create_app", create_app)
+    monkeypatch.setattr(llmkit.cli.serve.command, "bind_sockets", lambda host, port, uds: [])
+    monkeypatch.setattr(
+        llmkit.cli.serve.command, "_served_engine", lambda args, config: (None, "demo")
+    )
+    monkeypatch.setattr(llmkit.transports.http.app, "create_app", create_app)
     with pytest.raises(Started):
         main(["serve", "demo", *flags])
     assert seen["ui"] is ui

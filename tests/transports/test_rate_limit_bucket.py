@@ -8,8 +8,8 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Route
 
-from llmkit.transports import http_limits
-from llmkit.transports.http_limits import RateLimitMiddleware, RateLimits
+from llmkit.transports.http import limits as http_limits
+from llmkit.transports.http.limits import RateLimitMiddleware, RateLimits
 
 pytestmark = pytest.mark.anyio
 

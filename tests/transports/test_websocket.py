@@ -23,7 +23,7 @@ from websockets.sync.client import connect as connect_sync
 
 from deadlines import scaled
 from hostile_values import HOSTILE_SETTINGS, values
-from llmkit.transports.websocket_client import WebSocketClient, WebSocketError
+from llmkit.transports.websocket.client import WebSocketClient, WebSocketError
 from serve_helpers import metric
 
 pytestmark = pytest.mark.anyio

@@ -14,9 +14,9 @@ from starlette.websockets import WebSocketDisconnect
 from llmkit import RequestOutputKind, SamplingParams
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
-from llmkit.transports.http import create_app
-from llmkit.transports.http_middleware import ServerLoad
-from llmkit.transports.websocket_connection import Codec, Connection, WebSocketOptions
+from llmkit.transports.http.app import create_app
+from llmkit.transports.http.middleware import ServerLoad
+from llmkit.transports.websocket.connection import Codec, Connection, WebSocketOptions
 
 OPTIONS = WebSocketOptions(max_message_bytes=1000, idle_timeout_s=0.3)
 

@@ -43,7 +43,7 @@ def engine_command(args: argparse.Namespace) -> int:
     import anyio
 
     from llmkit.engine.async_engine import AsyncEngine
-    from llmkit.remote.unix_server import serve_unix
+    from llmkit.remote.unix.server import serve_unix
 
     config = engine_config(args.model, args)
 

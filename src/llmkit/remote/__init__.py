@@ -1,7 +1,7 @@
 """Engines that run elsewhere, each an EngineProtocol built on the engine's front half.
 
-The unix socket: ``serve_unix`` exposes an engine to local processes and ``EngineClient``
-reaches it (``unix_protocol`` and ``unix_data`` are its msgpack wire format, ``framing``
-its frames). Ray: ``ReplicaGroup`` runs engine replicas as Ray actors behind one engine.
-Apps import them from :mod:`llmkit.unix` and :mod:`llmkit.replicas`.
+The unix socket (unix/): ``serve_unix`` exposes an engine to local processes and
+``EngineClient`` reaches it (``framing`` its frames). gRPC (grpc/): vLLM's engine service for
+the smg gateway. Ray: ``ReplicaGroup`` runs engine replicas as Ray actors behind one engine.
+Apps import them from :mod:`llmkit.unix`, :mod:`llmkit.grpc` and :mod:`llmkit.replicas`.
 """

@@ -12,7 +12,7 @@ import os
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
 from llmkit.engine.protocol import EngineProtocol
-from llmkit.remote.unix_client import EngineClient
+from llmkit.remote.unix.client import EngineClient
 
 
 def create_engine(

@@ -23,7 +23,7 @@ from llmkit.tools import ToolParser
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
-    from llmkit.models import ModelManager
+    from llmkit.manager.manager import ModelManager
 
 logger = logging.getLogger("llmkit.serving")
 

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from llmkit.engine.protocol import ModelInfo
 from llmkit.errors import EngineOverloadedError
-from llmkit.models import Lease, ModelLoadError, ModelStatus
+from llmkit.manager.errors import ModelLoadError
+from llmkit.manager.lease import Lease
+from llmkit.manager.slot import ModelStatus
 from llmkit.protocol.openai import ManagedModelCard
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request

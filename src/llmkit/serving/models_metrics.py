@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from llmkit.models import ModelManager, ModelStatus
+from llmkit.manager.manager import ModelManager
+from llmkit.manager.slot import ModelStatus
 
 _FAMILIES = (
     ("model_loaded", "1 while the model is loaded.", lambda s: float(s.state == "loaded")),

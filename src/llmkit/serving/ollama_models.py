@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from llmkit.engine.protocol import EngineProtocol
-from llmkit.models.facts import ModelFacts, read_facts
+from llmkit.manager.facts import ModelFacts, read_facts
 from llmkit.protocol.ollama import (
     Details,
     ListedModel,

@@ -11,7 +11,7 @@ import pytest
 from unix_helpers import RawConnection
 
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.remote.unix_protocol import hello_request
+from llmkit.remote.unix.protocol import hello_request
 from llmkit.unix import EngineClient, serve_unix
 
 

@@ -12,8 +12,8 @@ from unix_helpers import RawConnection, collect, settled
 
 from deadlines import scaled
 from llmkit import AsyncEngine, EngineConfig, EngineOverloadedError, SamplingParams
-from llmkit.remote.unix_data import params_to_wire
-from llmkit.remote.unix_protocol import hello_request
+from llmkit.remote.unix.data import params_to_wire
+from llmkit.remote.unix.protocol import hello_request
 from llmkit.unix import EngineClient, serve_unix
 
 pytestmark = pytest.mark.anyio

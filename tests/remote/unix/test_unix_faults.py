@@ -20,9 +20,9 @@ from unix_helpers import RawConnection, settled
 
 from deadlines import scaled
 from hostile_values import HOSTILE_SETTINGS, values
-from llmkit.remote.unix_data import params_to_wire
-from llmkit.remote.unix_protocol import PROTOCOL_VERSION, hello_request
-from llmkit.remote.unix_server import serve_unix
+from llmkit.remote.unix.data import params_to_wire
+from llmkit.remote.unix.protocol import PROTOCOL_VERSION, hello_request
+from llmkit.remote.unix.server import serve_unix
 from llmkit.sampling_params import RequestOutputKind, SamplingParams
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import msgpack
 import pytest
 
 from llmkit.remote.framing import pack
-from llmkit.remote.unix_protocol import hello_request
+from llmkit.remote.unix.protocol import hello_request
 from llmkit.unix import EngineClient, serve_unix
 
 pytestmark = pytest.mark.anyio

@@ -10,11 +10,11 @@ from llmkit.protocol.anthropic import CountTokensRequest, MessagesRequest
 from llmkit.serving import anthropic
 from llmkit.serving.anthropic_convert import anthropic_error
 from llmkit.serving.errors import OpenAIError
-from llmkit.transports.http_answers import json_answer, parse_body
-from llmkit.transports.http_held import Answer
-from llmkit.transports.http_jobs import Jobs
-from llmkit.transports.http_middleware import request_id
-from llmkit.transports.http_stream import StreamStyle
+from llmkit.transports.http.answers import json_answer, parse_body
+from llmkit.transports.http.held import Answer
+from llmkit.transports.http.jobs import Jobs
+from llmkit.transports.http.middleware import request_id
+from llmkit.transports.http.stream import StreamStyle
 
 _STREAM = StreamStyle(named=True, error=anthropic_error)
 

@@ -7,11 +7,11 @@ from starlette.requests import Request
 
 from llmkit.protocol.llamacpp import InfillRequest
 from llmkit.serving import infill
-from llmkit.transports.http_answers import parse_body
-from llmkit.transports.http_held import Answer
-from llmkit.transports.http_jobs import Jobs
-from llmkit.transports.http_middleware import request_id
-from llmkit.transports.http_stream import StreamStyle
+from llmkit.transports.http.answers import parse_body
+from llmkit.transports.http.held import Answer
+from llmkit.transports.http.jobs import Jobs
+from llmkit.transports.http.middleware import request_id
+from llmkit.transports.http.stream import StreamStyle
 
 _INFILL_STREAM = StreamStyle(done=False)
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmkit.models import parse_keep_alive
+from llmkit.manager.keep_alive import parse_keep_alive
 from llmkit.protocol.ollama import (
     ChatRequest,
     EmbeddingsRequest,
@@ -32,10 +32,10 @@ from llmkit.serving.errors import OpenAIError, bad_request
 from llmkit.serving.models import hold_model
 from llmkit.serving.ollama import Kind, Timer
 from llmkit.serving.ollama_convert import chat_request, embed_request, generate_request
-from llmkit.transports.http_answers import json_answer, parse_body
-from llmkit.transports.http_held import Answer, HeldResponse
-from llmkit.transports.http_middleware import request_id
-from llmkit.transports.http_stream import EventStreamResponse, StreamStyle, run_until_disconnect
+from llmkit.transports.http.answers import json_answer, parse_body
+from llmkit.transports.http.held import Answer, HeldResponse
+from llmkit.transports.http.middleware import request_id
+from llmkit.transports.http.stream import EventStreamResponse, StreamStyle, run_until_disconnect
 from llmkit.transports.ollama.endpoints import ollama_error
 
 # The Ollama release whose API this follows; clients check it before using newer fields.

@@ -34,11 +34,11 @@ from llmkit.serving import (
     tokens,
 )
 from llmkit.serving.context import ServingContext
-from llmkit.transports.http_answers import json_answer, parse_body
-from llmkit.transports.http_held import Answer
-from llmkit.transports.http_jobs import Jobs
-from llmkit.transports.http_middleware import request_id
-from llmkit.transports.http_stream import StreamStyle, run_until_disconnect
+from llmkit.transports.http.answers import json_answer, parse_body
+from llmkit.transports.http.held import Answer
+from llmkit.transports.http.jobs import Jobs
+from llmkit.transports.http.middleware import request_id
+from llmkit.transports.http.stream import StreamStyle, run_until_disconnect
 
 _RESPONSES_STREAM = StreamStyle(named=True, error=responses_stream.stream_error)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from llmkit.models import ModelManager
+from llmkit.manager.manager import ModelManager
 from llmkit.protocol.openai import RouterModelRequest, RouterResponse
 from llmkit.serving.context import ServingContext
 from llmkit.serving.models import hold_model, not_found
-from llmkit.transports.http_answers import json_answer, parse_body
+from llmkit.transports.http.answers import json_answer, parse_body
 
 
 class ModelRoutes:

@@ -11,9 +11,9 @@ import llmkit
 from llmkit.protocol.openai import ServerLoadResponse, VersionResponse
 from llmkit.serving.context import ServingContext
 from llmkit.serving.metrics import ServerMetrics
-from llmkit.transports.http_answers import json_answer
-from llmkit.transports.http_middleware import ServerLoad
-from llmkit.transports.openapi import openapi_document
+from llmkit.transports.http.answers import json_answer
+from llmkit.transports.http.middleware import ServerLoad
+from llmkit.transports.openapi.document import openapi_document
 
 
 class ServerRoutes:

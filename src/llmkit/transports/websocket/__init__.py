@@ -1,0 +1,2 @@
+"""The WebSocket endpoint ``/v1/ws`` (endpoint.py), one connection's work (connection.py) and
+the Python client (client.py)."""
