@@ -5,7 +5,7 @@ is built inside llmkit may change, this module's names do not.
 """
 
 from llmkit.serving.options import ServingOptions
-from llmkit.transports.http.app import create_app
+from llmkit.transports.app import create_app
 from llmkit.transports.http.limits import RateLimits
 from llmkit.transports.http.options import AccessOptions, HTTPOptions
 from llmkit.transports.websocket.connection import WebSocketOptions

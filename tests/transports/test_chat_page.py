@@ -15,7 +15,7 @@ import pytest
 from page_helpers import TIMEOUT_MS, Frames, ask, chromium, expect, screenshot, watch_reply
 
 import llmkit.cli.serve.command
-import llmkit.transports.http.app
+import llmkit.transports.app
 from llmkit.cli import main
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.transports.http.app import create_app
+from llmkit.transports.app import create_app
 
 engine = AsyncEngine(EngineConfig(model=sys.argv[1]))
 
@@ -130,7 +130,7 @@ def test_serve_shows_the_page_unless_no_ui(flags, ui, monkeypatch):
     monkeypatch.setattr(
         llmkit.cli.serve.command, "_served_engine", lambda args, config: (None, "demo")
     )
-    monkeypatch.setattr(llmkit.transports.http.app, "create_app", create_app)
+    monkeypatch.setattr(llmkit.transports.app, "create_app", create_app)
     with pytest.raises(Started):
         main(["serve", "demo", *flags])
     assert seen["ui"] is ui

@@ -14,7 +14,7 @@ from starlette.websockets import WebSocketDisconnect
 from llmkit import RequestOutputKind, SamplingParams
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
-from llmkit.transports.http.app import create_app
+from llmkit.transports.app import create_app
 from llmkit.transports.http.middleware import ServerLoad
 from llmkit.transports.websocket.connection import Codec, Connection, WebSocketOptions
 

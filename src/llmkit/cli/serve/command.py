@@ -103,7 +103,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from llmkit.transports.http.app import create_app
+    from llmkit.transports.app import create_app
 
     keys = args.api_key or ([os.environ[API_KEY_ENV]] if os.environ.get(API_KEY_ENV) else None)
     # Every flag is checked before the model loads, so a typo costs no loading time.

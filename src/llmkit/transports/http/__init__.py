@@ -1,3 +1,3 @@
-"""The HTTP app (``create_app`` in app.py) and what every API's routes share: its options,
-request bodies and limits, streamed answers, held engine leases, background jobs, middleware,
-the chat page's files."""
+"""What every API's HTTP routes share, below them: the app's options, request bodies and
+limits, streamed answers, held engine leases, background jobs, middleware, the chat page's
+files; create_app (../app.py) puts the routes and these together."""

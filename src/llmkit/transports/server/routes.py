@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -13,17 +15,26 @@ from llmkit.serving.context import ServingContext
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.transports.http.answers import json_answer
 from llmkit.transports.http.middleware import ServerLoad
-from llmkit.transports.openapi.document import openapi_document
+
+# (names served, the context, the paths open without a key) -> the OpenAPI document: the app
+# passes openapi/'s, which reads the endpoint table these routes are entries of.
+Document = Callable[[list[str], ServingContext, frozenset[str] | None], dict[str, Any]]
 
 
 class ServerRoutes:
     """transports/server/endpoints.py declares them; ``report_load``: /load counts the
-    requests in flight (else it answers 0)."""
+    requests in flight (else it answers 0); ``document`` writes /openapi.json."""
 
     def __init__(
-        self, ctx: ServingContext, metrics: ServerMetrics, load: ServerLoad, report_load: bool
+        self,
+        ctx: ServingContext,
+        metrics: ServerMetrics,
+        load: ServerLoad,
+        report_load: bool,
+        document: Document,
     ):
         self.ctx = ctx
+        self._document = document
         self._metrics = metrics
         self._load = load
         self._report_load = report_load
@@ -43,7 +54,7 @@ class ServerRoutes:
     async def openapi(self, request: Request) -> Response:
         names = self.ctx.model_names + list(self.ctx.loras.adapters)
         if self._openapi is None or self._openapi[0] != names:  # adapters come and go
-            document = openapi_document(names, self.ctx, self.open_paths)
+            document = self._document(names, self.ctx, self.open_paths)
             self._openapi = (names, json.dumps(document).encode())
         return Response(self._openapi[1], media_type="application/json")
 

@@ -51,6 +51,7 @@ from llmkit.transports.llamacpp import LLAMACPP, LlamaCppRoutes
 from llmkit.transports.ollama import OLLAMA, OllamaRoutes
 from llmkit.transports.openai.endpoints import LORA_UPDATES, OPENAI
 from llmkit.transports.openai.routes import OpenAIRoutes
+from llmkit.transports.openapi.document import openapi_document
 from llmkit.transports.server.endpoints import ROUTER, SERVER
 from llmkit.transports.server.router import ModelRoutes
 from llmkit.transports.server.routes import ServerRoutes
@@ -132,7 +133,7 @@ def create_app(
     )
     load = ServerLoad()
     jobs = Jobs(ctx, http.sse_keepalive_s)
-    server = ServerRoutes(ctx, metrics, load, http.enable_server_load_tracking)
+    server = ServerRoutes(ctx, metrics, load, http.enable_server_load_tracking, openapi_document)
     keys = ApiKeys(access.keys)
     origins = access.allowed_origins
     # Each API's handlers: an object whose methods its declarations name.
