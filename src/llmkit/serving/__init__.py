@@ -1,1 +1,4 @@
-"""Transport-independent OpenAI serving: requests -> engine calls -> responses and chunks."""
+"""Each wire API's logic without the wire: requests -> engine calls -> responses and chunks.
+One folder an API (openai/, anthropic/, ollama/, llamacpp/) on what they share here: the
+serving context, errors, prompts, parameters, streams, logprobs, usage, tool choice and
+extraction, media, metrics."""

@@ -10,7 +10,7 @@ from llmkit.protocol.anthropic import (
     MessagesRequest,
     MessagesResponse,
 )
-from llmkit.serving.anthropic_convert import anthropic_error
+from llmkit.serving.anthropic.convert import anthropic_error
 from llmkit.transports.endpoints import Api, Endpoint
 from llmkit.transports.openai.endpoints import ERRORS
 

@@ -7,8 +7,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from llmkit.protocol.anthropic import CountTokensRequest, MessagesRequest
-from llmkit.serving import anthropic
-from llmkit.serving.anthropic_convert import anthropic_error
+from llmkit.serving.anthropic import messages as anthropic
+from llmkit.serving.anthropic.convert import anthropic_error
 from llmkit.serving.errors import OpenAIError
 from llmkit.transports.http.answers import json_answer, parse_body
 from llmkit.transports.http.held import Answer

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 
 from llmkit.serving.context import ServingContext
-from llmkit.serving.models import hold_model
+from llmkit.serving.openai.models import hold_model
 from llmkit.serving.stream import Emit
 from llmkit.transports.http.answers import json_answer
 from llmkit.transports.http.held import Answer, HeldResponse

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from llmkit.protocol.llamacpp import InfillRequest
-from llmkit.serving import infill
+from llmkit.serving.llamacpp import infill
 from llmkit.transports.http.answers import parse_body
 from llmkit.transports.http.held import Answer
 from llmkit.transports.http.jobs import Jobs

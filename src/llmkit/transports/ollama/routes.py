@@ -26,12 +26,15 @@ from llmkit.protocol.ollama import (
 )
 from llmkit.protocol.ollama.requests import KeepAlive
 from llmkit.protocol.openai import ChatCompletionRequest, EmbeddingRequest
-from llmkit.serving import chat, completions, embeddings, media, ollama, ollama_models
+from llmkit.serving import media
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request
-from llmkit.serving.models import hold_model
-from llmkit.serving.ollama import Kind, Timer
-from llmkit.serving.ollama_convert import chat_request, embed_request, generate_request
+from llmkit.serving.ollama import api as ollama
+from llmkit.serving.ollama import models as ollama_models
+from llmkit.serving.ollama.api import Kind, Timer
+from llmkit.serving.ollama.convert import chat_request, embed_request, generate_request
+from llmkit.serving.openai import chat, completions, embeddings
+from llmkit.serving.openai.models import hold_model
 from llmkit.transports.http.answers import json_answer, parse_body
 from llmkit.transports.http.held import Answer, HeldResponse
 from llmkit.transports.http.middleware import request_id

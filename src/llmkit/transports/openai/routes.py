@@ -23,17 +23,17 @@ from llmkit.protocol.openai import (
     UnloadLoRAAdapterRequest,
 )
 from llmkit.protocol.openai.responses import ResponsesRequest
-from llmkit.serving import (
+from llmkit.serving import media
+from llmkit.serving.context import ServingContext
+from llmkit.serving.openai import (
     chat,
     completions,
     embeddings,
-    media,
     responses,
     responses_stream,
     score,
     tokens,
 )
-from llmkit.serving.context import ServingContext
 from llmkit.transports.http.answers import json_answer, parse_body
 from llmkit.transports.http.held import Answer
 from llmkit.transports.http.jobs import Jobs

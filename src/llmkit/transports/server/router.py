@@ -8,7 +8,7 @@ from starlette.responses import Response
 from llmkit.manager.manager import ModelManager
 from llmkit.protocol.openai import RouterModelRequest, RouterResponse
 from llmkit.serving.context import ServingContext
-from llmkit.serving.models import hold_model, not_found
+from llmkit.serving.openai.models import hold_model, not_found
 from llmkit.transports.http.answers import json_answer, parse_body
 
 

@@ -42,13 +42,14 @@ from llmkit.protocol.websocket import (
     parse_message,
     protocol_error,
 )
-from llmkit.serving import chat, completions, media, responses, responses_stream
-from llmkit.serving.chat import ChatJob
-from llmkit.serving.completions import CompletionJob
+from llmkit.serving import media
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request, from_engine_error, from_validation_error
-from llmkit.serving.models import hold_model
-from llmkit.serving.responses import ResponsesJob
+from llmkit.serving.openai import chat, completions, responses, responses_stream
+from llmkit.serving.openai.chat import ChatJob
+from llmkit.serving.openai.completions import CompletionJob
+from llmkit.serving.openai.models import hold_model
+from llmkit.serving.openai.responses import ResponsesJob
 from llmkit.serving.shutdown import shutting_down
 from llmkit.serving.stream import Emit
 from llmkit.transports.http.middleware import ServerLoad

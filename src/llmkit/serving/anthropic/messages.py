@@ -30,9 +30,10 @@ from llmkit.protocol.anthropic import (
     ThinkingDelta,
 )
 from llmkit.protocol.openai import ChatCompletionChunk
-from llmkit.serving import chat, media, tokens
-from llmkit.serving.anthropic_convert import chat_request, tokenize_request
+from llmkit.serving import media
+from llmkit.serving.anthropic.convert import chat_request, tokenize_request
 from llmkit.serving.context import ServingContext
+from llmkit.serving.openai import chat, tokens
 from llmkit.serving.stream import Emit
 
 

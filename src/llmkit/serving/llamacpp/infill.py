@@ -12,11 +12,11 @@ from pydantic import BaseModel, ValidationError
 from llmkit.protocol.llamacpp import InfillChunk, InfillRequest, InfillResponse, InfillTimings
 from llmkit.protocol.llamacpp.infill import StopType
 from llmkit.protocol.openai import CompletionRequest, UsageInfo
-from llmkit.serving import completions
-from llmkit.serving.completions import CompletionJob
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import from_validation_error
 from llmkit.serving.fim import infill
+from llmkit.serving.openai import completions
+from llmkit.serving.openai.completions import CompletionJob
 from llmkit.serving.stream import Emit
 
 

@@ -27,9 +27,10 @@ from llmkit.protocol.openai.responses import (
     ResponsesRequest,
     ResponseUsage,
 )
-from llmkit.serving import chat, media
+from llmkit.serving import media
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, from_validation_error
+from llmkit.serving.openai import chat
 from llmkit.serving.responses_store import StoredResponse
 
 # The chat request's names for the Responses request's fields, for 400s.

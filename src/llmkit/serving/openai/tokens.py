@@ -10,11 +10,11 @@ from llmkit.protocol.openai import (
     TokenizeRequest,
     TokenizeResponse,
 )
-from llmkit.serving.chat import render_messages
 from llmkit.serving.context import ServingContext
 from llmkit.serving.conversation import content_format, to_conversation
 from llmkit.serving.errors import OpenAIError, bad_request
-from llmkit.serving.models import card_fields, model_card
+from llmkit.serving.openai.chat import render_messages
+from llmkit.serving.openai.models import card_fields, model_card
 from llmkit.serving.tool_choice import check_tools
 
 

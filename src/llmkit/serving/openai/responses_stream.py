@@ -23,10 +23,10 @@ from llmkit.protocol.openai.responses import (
     ReasoningText,
     ResponseEvent,
 )
-from llmkit.serving import chat
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError
-from llmkit.serving.responses import ResponsesJob, finish, response_object
+from llmkit.serving.openai import chat
+from llmkit.serving.openai.responses import ResponsesJob, finish, response_object
 from llmkit.serving.stream import Emit
 
 

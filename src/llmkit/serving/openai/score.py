@@ -18,9 +18,9 @@ from llmkit.protocol.openai import (
 )
 from llmkit.sampling_params import PoolingParams
 from llmkit.serving.context import ServingContext
-from llmkit.serving.embeddings import check_fits
 from llmkit.serving.engine_calls import run_streams, start_embedding
 from llmkit.serving.errors import from_value_error
+from llmkit.serving.openai.embeddings import check_fits
 from llmkit.serving.prompts import tokenize_inputs
 
 

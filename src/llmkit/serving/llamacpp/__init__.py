@@ -1,0 +1,1 @@
+"""llama-server's native endpoints on the engine: /infill (code completion)."""
