@@ -97,7 +97,7 @@ static Codes codes_at(const Codes *c, const Linear *lin, int64_t row) {
 /* Rows [m0, m1) of x [rows, lin->K] quantized into c for lin. */
 static void quantize_for(const Linear *lin, const float *x, const Codes *c, int64_t m0, int64_t m1) {
     quantize_grouped(x, c->q, c->scale, c->sum, lin->K, lin->Kp, lin->G, m0, m1);
-    if (lin->mxfp4) block_sums(c->q, c->bsum, lin->Kp, m0, m1);
+    if (lin->mxfp4) code_sums(c->q, c->bsum, lin->Kp, 32, m0, m1);
 }
 
 /* Output tiles [first, last) of part p into out (its columns, rows lin->N apart), for the M

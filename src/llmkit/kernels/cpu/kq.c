@@ -170,6 +170,31 @@ static inline __attribute__((always_inline)) void block_dots(const Job *job, con
         for (int r = 0; r < mt; r++) dots[r] = NARROW_SUM(dots[r]);
 }
 
+/* Block b's float factors for tile t's 8 columns: f[0] the scale and f[1] the min term (d sc
+ * and -dmin m, each exact in float; Q5's own), or for Q6K f[0], f[1] the scales of its two
+ * halves of 16. d and dmin, the super-block's, are reloaded at each super-block's first block. */
+static inline __attribute__((always_inline)) void block_factors(const Job *job, int64_t t,
+                                                                int64_t b, int fmt, __m256 *d,
+                                                                __m256 *dmin, __m256 *f) {
+    const int64_t Kp = job->Kp, blocks = Kp / 32;
+    if (fmt != KQ_Q5 && b % 8 == 0) {
+        *d = half_vec(job->d + (t * (Kp / 256) + b / 8) * 8);
+        if (fmt != KQ_Q6K) *dmin = half_vec(job->dmin + (t * (Kp / 256) + b / 8) * 8);
+    }
+    if (fmt == KQ_Q6K) {
+        const int8_t *sc = (const int8_t *)job->sc + (t * (Kp / 16) + 2 * b) * 8;
+        f[0] = _mm256_mul_ps(*d, s8_vec(sc));
+        f[1] = _mm256_mul_ps(*d, s8_vec(sc + 8));
+    } else if (fmt == KQ_Q5) {
+        f[0] = half_vec((const uint16_t *)job->sc + (t * blocks + b) * 8);
+        f[1] = half_vec((const uint16_t *)job->mn + (t * blocks + b) * 8);
+    } else {
+        f[0] = _mm256_mul_ps(*d, u8_vec((const uint8_t *)job->sc + (t * blocks + b) * 8));
+        f[1] = _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), *dmin),
+                             u8_vec((const uint8_t *)job->mn + (t * blocks + b) * 8));
+    }
+}
+
 /* out[m0 .. m0 + mt, 8 t .. 8 t + 8] for format fmt (the last tile's spare columns dropped). */
 static inline __attribute__((always_inline)) void tile_of(const Job *job, int64_t t, int64_t m0,
                                                           int mt, int fmt) {
@@ -183,30 +208,18 @@ static inline __attribute__((always_inline)) void tile_of(const Job *job, int64_
     __m256 d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
     for (int r = 0; r < mt; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
-        if (fmt != KQ_Q5 && b % 8 == 0) { /* a new super-block of 256 */
-            d = half_vec(job->d + (t * (Kp / 256) + b / 8) * 8);
-            if (fmt != KQ_Q6K) dmin = half_vec(job->dmin + (t * (Kp / 256) + b / 8) * 8);
-        }
+        __m256 f[2];
+        block_factors(job, t, b, fmt, &d, &dmin, f);
         block_dots(job, lo, hi, b, q, mt, fmt, dots);
         if (fmt == KQ_Q6K) {
-            const int8_t *sc = (const int8_t *)job->sc + (t * (Kp / 16) + 2 * b) * 8;
-            const __m256 s0 = _mm256_mul_ps(d, s8_vec(sc)), s1 = _mm256_mul_ps(d, s8_vec(sc + 8));
             for (int r = 0; r < mt; r++) {
                 const __m256 xs = _mm256_set1_ps(xscale[r * blocks + b]);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[2 * r]), _mm256_mul_ps(s0, xs), acc[r]);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[2 * r + 1]), _mm256_mul_ps(s1, xs), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[2 * r]), _mm256_mul_ps(f[0], xs), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[2 * r + 1]), _mm256_mul_ps(f[1], xs), acc[r]);
             }
             continue;
         }
-        __m256 scale, min;
-        if (fmt == KQ_Q5) {
-            scale = half_vec((const uint16_t *)job->sc + (t * blocks + b) * 8);
-            min = half_vec((const uint16_t *)job->mn + (t * blocks + b) * 8);
-        } else { /* d sc and -dmin m, each exact in float */
-            scale = _mm256_mul_ps(d, u8_vec((const uint8_t *)job->sc + (t * blocks + b) * 8));
-            min = _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), dmin),
-                                u8_vec((const uint8_t *)job->mn + (t * blocks + b) * 8));
-        }
+        const __m256 scale = f[0], min = f[1];
         for (int r = 0; r < mt; r++) {
             const __m256 xs = _mm256_set1_ps(xscale[r * blocks + b]);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), _mm256_mul_ps(scale, xs), acc[r]);

@@ -39,32 +39,15 @@ static inline __attribute__((always_inline)) void unpack_tile(const Job *job, in
             _mm256_storeu_si256((__m256i *)(u->codes + (b * 32 + s * 8) * 8), l);
             _mm256_storeu_si256((__m256i *)(u->codes + (b * 32 + s * 8) * 8 + 32), h);
         }
-        if (fmt != KQ_Q5 && b % 8 == 0) {
-            d = half_vec(job->d + (t * (Kp / 256) + b / 8) * 8);
-            if (fmt != KQ_Q6K) dmin = half_vec(job->dmin + (t * (Kp / 256) + b / 8) * 8);
-        }
+        __m256 f[2];
+        block_factors(job, t, b, fmt, &d, &dmin, f);
         if (fmt == KQ_Q6K) {
-            const int8_t *sc = (const int8_t *)job->sc + (t * (Kp / 16) + 2 * b) * 8;
-            _mm256_storeu_ps(u->scale + 16 * b, _mm256_mul_ps(d, s8_vec(sc)));
-            _mm256_storeu_ps(u->scale + 16 * b + 8, _mm256_mul_ps(d, s8_vec(sc + 8)));
-        } else if (fmt == KQ_Q5) {
-            _mm256_storeu_ps(u->scale + 8 * b, half_vec((const uint16_t *)job->sc + (t * blocks + b) * 8));
-            _mm256_storeu_ps(u->min + 8 * b, half_vec((const uint16_t *)job->mn + (t * blocks + b) * 8));
+            _mm256_storeu_ps(u->scale + 16 * b, f[0]);
+            _mm256_storeu_ps(u->scale + 16 * b + 8, f[1]);
         } else {
-            const __m256 sc = u8_vec((const uint8_t *)job->sc + (t * blocks + b) * 8);
-            const __m256 mn = u8_vec((const uint8_t *)job->mn + (t * blocks + b) * 8);
-            _mm256_storeu_ps(u->scale + 8 * b, _mm256_mul_ps(d, sc));
-            _mm256_storeu_ps(u->min + 8 * b, _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), dmin), mn));
+            _mm256_storeu_ps(u->scale + 8 * b, f[0]);
+            _mm256_storeu_ps(u->min + 8 * b, f[1]);
         }
-    }
-}
-
-/* Rows [first, last) of q [M, Kp]: sums [rows, Kp / 16] = each 16 inputs' sum of codes. */
-static void code_sums16(const int8_t *q, int32_t *sums, int64_t Kp, int64_t first, int64_t last) {
-    for (int64_t i = first * (Kp / 16); i < last * (Kp / 16); i++) {
-        int32_t s = 0;
-        for (int k = 0; k < 16; k++) s += q[i * 16 + k];
-        sums[i - first * (Kp / 16)] = s;
     }
 }
 
@@ -143,7 +126,7 @@ static inline __attribute__((always_inline)) int unpacked_tiles_of(const Job *jo
     const int status = u.codes && u.scale && u.min && (sums16 || fmt != KQ_Q6K) ? 0 : -1;
     for (int64_t r0 = 0; status == 0 && r0 < M; r0 += ROW_BLOCK) {
         const int64_t r1 = r0 + ROW_BLOCK < M ? r0 + ROW_BLOCK : M;
-        if (fmt == KQ_Q6K) code_sums16(job->q, sums16, Kp, r0, r1);
+        if (fmt == KQ_Q6K) code_sums(job->q + r0 * Kp, sums16, Kp, 16, 0, r1 - r0);
         for (int64_t t = first; t < last; t++) {
             unpack_tile(job, t, fmt, &u);
             int64_t m = r0;

@@ -71,18 +71,9 @@ typedef struct {
 /* Which instructions this build multiplies with: 0 AVX2, 1 AVX-VNNI, 2 AVX512-VNNI. */
 int mxfp4_path(void) { return MXFP4_PATH; }
 
-/* Rows [first, last) of q [M, Kp]: qsum [M, Kp / 32] = each block's sum of codes. */
-static void block_sums(const int8_t *q, int32_t *qsum, int64_t Kp, int64_t first, int64_t last) {
-    for (int64_t i = first * (Kp / 32); i < last * (Kp / 32); i++) {
-        int32_t s = 0;
-        for (int k = 0; k < 32; k++) s += q[i * 32 + k];
-        qsum[i] = s;
-    }
-}
-
 static void quantize_rows(const Job *job, int64_t first, int64_t last) {
     quantize_grouped(job->x, job->q, job->xscale, NULL, job->K, job->Kp, 32, first, last);
-    block_sums(job->q, job->qsum, job->Kp, first, last);
+    code_sums(job->q, job->qsum, job->Kp, 32, first, last);
 }
 
 /* 2^(e - 128) for 8 exponents (ggml's GGML_E8M0_TO_FP32_HALF): the float with exponent field

@@ -54,6 +54,16 @@ static void quantize_grouped(const float *x, int8_t *q, float *xscale, float *xs
     }
 }
 
+/* Rows [first, last) of q [M, Kp]: sums [M, Kp / G] = each group of G codes' integer sum
+ * (an offset's term: mxfp4.c's values + 12, kq_rows.h's unsigned Q6K codes). */
+static void code_sums(const int8_t *q, int32_t *sums, int64_t Kp, int64_t G, int64_t first, int64_t last) {
+    for (int64_t i = first * (Kp / G); i < last * (Kp / G); i++) {
+        int32_t s = 0;
+        for (int64_t k = 0; k < G; k++) s += q[i * G + k];
+        sums[i] = s;
+    }
+}
+
 /* One row of a tile's output: its 8 columns, less the last tile's spare ones. */
 static inline __attribute__((always_inline)) void store_tile(float *o, __m256 y, int64_t width) {
     if (width == 8) {
