@@ -27,6 +27,7 @@ from torch import nn
 from llmkit import LLM, SamplingParams
 from llmkit.bench.workload import token_jobs
 from llmkit.model import runner as runner_module
+from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.packed import PackedLinear
 from llmkit.model.layers.quant import QuantizedLinear
 
@@ -64,7 +65,10 @@ def instrument(llm: LLM, timers: Timers) -> list[tuple[int, int, dict[str, float
     model = runner.model
     head = getattr(model, "lm_head", None)
     for module in model.modules():
-        if isinstance(module, nn.Linear | PackedLinear | QuantizedLinear) and module is not head:
+        if (
+            isinstance(module, nn.Linear | PackedLinear | QuantizedLinear | NativeLinear)
+            and module is not head
+        ):
             timers.hook_module("linear", module)
     timers.hook_module("model", model)
     backend = runner.backend

@@ -20,7 +20,7 @@ from peers import SPEC_150M
 from torch import nn
 
 from llmkit.model.layers.packed import PackedLinear
-from llmkit.model.layers.quant import QuantizedLinear
+from llmkit.model.layers.quant import quantized_linear
 
 HIDDEN, MLP = SPEC_150M.hidden_size, SPEC_150M.intermediate_size
 KV = SPEC_150M.num_kv_heads * HIDDEN // SPEC_150M.num_heads
@@ -36,7 +36,7 @@ def layer(method: str, linear: nn.Linear) -> nn.Module:
     if method == "fp32":
         return PackedLinear(linear)
     name, _, group = method.partition("-")
-    return QuantizedLinear(linear, name, int(group or 128))
+    return quantized_linear(linear, name, int(group or 128))
 
 
 def median_ms(module: nn.Module, x: torch.Tensor) -> float:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from llmkit.kernels.cpu import SOURCES, build, loader
-from llmkit.model.layers import kquant, mxfp4, q8, w4a8
+from llmkit.model.layers.weights import kq, mxfp4, q8, w4a8
 
 V3 = "fpu sse2 avx avx2 bmi1 bmi2 f16c fma movbe".split()
 V4 = [*V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"]
@@ -39,7 +39,7 @@ def test_a_cpu_runs_the_variants_its_flags_allow_widest_first(flags, names):
 
 
 @x86
-@pytest.mark.parametrize("kernel", [w4a8, q8, kquant, mxfp4], ids=lambda m: m.SOURCE.stem)
+@pytest.mark.parametrize("kernel", [w4a8, q8, kq, mxfp4], ids=lambda m: m.SOURCE.stem)
 def test_each_variant_multiplies_with_its_own_instructions(kernel):
     for variant in loader.variants():
         assert kernel.path(variant.name) == variant.name
@@ -60,9 +60,10 @@ LOAD_EVERY_KERNEL = """
 import logging
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
 from llmkit.model.attention import paged_decode_cpu
-from llmkit.model.layers import gated_delta_cpu, kquant, mxfp4, q8, w4a8
+from llmkit.model.layers import gated_delta_cpu
+from llmkit.model.layers.weights import kq, mxfp4, q8, w4a8
 from llmkit.model.models import llama_fused
-kernels = (paged_decode_cpu, gated_delta_cpu, kquant, mxfp4, q8, w4a8, llama_fused)
+kernels = (paged_decode_cpu, gated_delta_cpu, kq, mxfp4, q8, w4a8, llama_fused)
 assert all(kernel.load() is not None for kernel in kernels)
 """
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from llmkit.model.gguf.packed import PackedStore
-from llmkit.model.layers.formats import FORMATS
-from llmkit.model.layers.kquant import Packed as KQPacked
-from llmkit.model.layers.q8 import Packed as Q8Packed
+from llmkit.model.layers.weights.kq import Packed as KQPacked
+from llmkit.model.layers.weights.q8 import Packed as Q8Packed
+from llmkit.model.layers.weights.registry import FORMATS
 
 
 def packs(calls: list[str], name: str, kind: str):

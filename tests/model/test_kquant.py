@@ -18,9 +18,9 @@ from llmkit import LLM, SamplingParams
 from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.demo import ModelSpec
 from llmkit.model.gguf.cache import gguf_table
-from llmkit.model.layers import kquant
-from llmkit.model.layers.formats import FORMATS
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear
+from llmkit.model.layers.weights import kq
+from llmkit.model.layers.weights.registry import FORMATS
 from llmkit.model.names import resolve_model
 
 TYPES = ["Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
@@ -71,11 +71,11 @@ def test_unpacked_numbers_equal_gguf_dequantize_bit_for_bit(qtype):
 
 @pytest.mark.parametrize("qtype", TYPES)
 def test_the_c_layout_equals_the_torch_one(qtype):
-    if kquant.load_packer() is None:
+    if kq.load_packer() is None:
         pytest.skip("the kq kernel does not build here")
     weight, blocks = _blocks(qtype)
-    ours = kquant.read(qtype, torch.from_numpy(blocks), weight.shape[1])
-    reference = kquant.read_in_torch(qtype, torch.from_numpy(blocks), weight.shape[1])
+    ours = kq.read(qtype, torch.from_numpy(blocks), weight.shape[1])
+    reference = kq.read_in_torch(qtype, torch.from_numpy(blocks), weight.shape[1])
     assert ours.fmt == reference.fmt
     for got, want in zip(ours[1:], reference[1:], strict=True):
         assert got.dtype == want.dtype and torch.equal(got, want)
@@ -83,28 +83,26 @@ def test_the_c_layout_equals_the_torch_one(qtype):
 
 @pytest.mark.parametrize("qtype", TYPES)
 def test_every_kernel_path_equals_float64_and_the_others_to_the_bit(qtype):
-    paths = builds_here(kquant.SOURCE, "kq_path")
+    paths = builds_here(kq.SOURCE, "kq_path")
     if not paths:
         pytest.skip("the kq kernel does not build here (no AVX2 or no compiler)")
     weight, blocks = _blocks(qtype, rows=37)
-    packed = kquant.read(qtype, torch.from_numpy(blocks), weight.shape[1])
-    wide = kquant.dequantize(packed)[:37].double()
+    packed = kq.read(qtype, torch.from_numpy(blocks), weight.shape[1])
+    wide = kq.dequantize(packed)[:37].double()
     # a row, a pass of 4 and a tail, VNNI's and AVX2's first steps of many rows (kq_rows.h),
     # more than a row block of 64
     for rows in (1, 7, 8, 16, 32, 70):
         x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)) * 3
-        outs = {
-            name: kquant.linear(x, packed, 37, kquant.load(flags)) for name, flags in paths.items()
-        }
+        outs = {name: kq.linear(x, packed, 37, kq.load(flags)) for name, flags in paths.items()}
         first = next(iter(outs.values()))
         assert all(torch.equal(first, out) for out in outs.values()), list(outs)
         for flags in paths:  # each row alone in steps of 7: the tile path, whatever M picks
-            kernel = kquant.load(flags)
+            kernel = kq.load(flags)
             tiles = torch.cat(
-                [kquant.linear(x[m : m + 7], packed, 37, kernel) for m in range(0, rows, 7)]
+                [kq.linear(x[m : m + 7], packed, 37, kernel) for m in range(0, rows, 7)]
             )
             assert torch.equal(first, tiles), (flags, rows)
-        codes, scale = kquant.quantize_activations(x)
+        codes, scale = kq.quantize_activations(x)
         exact = (codes * scale).double() @ wide.T  # the kernel's products, summed in float64
         assert (first.double() - exact).abs().max() <= 1e-5 * exact.abs().max()
         reference = x.double() @ wide.T  # the activations' int8 rounding, at most
@@ -226,6 +224,6 @@ def test_a_second_load_maps_the_packed_weights_the_first_kept(model_factory, tmp
     def relayout(*args):
         raise AssertionError("a second load re-laid a tensor's blocks")
 
-    monkeypatch.setattr("llmkit.model.layers.formats.WeightFormat.read", relayout)
+    monkeypatch.setattr("llmkit.model.layers.weights.registry.WeightFormat.read", relayout)
     again = LLM(str(file), max_model_len=128)
     np.testing.assert_array_equal(_nll(again), want)

@@ -13,10 +13,10 @@ from torch import nn
 from llmkit import LLM
 from llmkit.model.batch import SeqInput
 from llmkit.model.layers.activation import GeluTanhAndMul
-from llmkit.model.layers.formats import FORMATS
 from llmkit.model.layers.native import NativeLinear, Part
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.layers.rotary import RotaryEmbedding
+from llmkit.model.layers.weights.registry import FORMATS
 from llmkit.model.models import llama_fused, llama_fused_view
 
 pytestmark = pytest.mark.skipif(

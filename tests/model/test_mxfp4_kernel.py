@@ -22,10 +22,10 @@ import torch
 from llmkit import LLM, SamplingParams
 from llmkit.kernels.cpu.build import PATHS
 from llmkit.kernels.cpu.loader import builds_here
-from llmkit.model.layers import mxfp4
-from llmkit.model.layers.formats import FORMATS
 from llmkit.model.layers.native import NativeLinear, Part
-from llmkit.model.layers.w4a8 import quantize_activations
+from llmkit.model.layers.weights import mxfp4
+from llmkit.model.layers.weights.registry import FORMATS
+from llmkit.model.layers.weights.w4a8 import quantize_activations
 from llmkit.model.models import llama_fused
 
 WIDEST = mxfp4.path()
@@ -80,7 +80,7 @@ def test_the_format_is_registered_at_its_size():
     fmt = FORMATS["MXFP4"]
     assert fmt.bits_per_weight == 4.25
     packed = fmt.read(torch.from_numpy(blocks(16, 2048, seed=1)), 2048)
-    assert isinstance(packed, fmt.packed_type)
+    assert isinstance(packed, fmt.kernel.packed)
     held = sum(t.numel() * t.element_size() for t in packed)
     assert held == 16 * 2048 * 4.25 / 8  # kept as the file has it, not widened
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from llmkit.kernels.cpu.build import PATHS
 from llmkit.kernels.cpu.loader import builds_here
-from llmkit.model.layers import q8
-from llmkit.model.layers.w4a8 import quantize_activations
+from llmkit.model.layers.weights import q8
+from llmkit.model.layers.weights.w4a8 import quantize_activations
 
 WIDEST = q8.path()
 needs_kernel = pytest.mark.skipif(WIDEST is None, reason="no C compiler / AVX2 here")

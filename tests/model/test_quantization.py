@@ -28,8 +28,14 @@ import torch
 from torch import nn
 
 from llmkit import LLM, EngineConfig, LoRARequest, SamplingParams
-from llmkit.model.layers import q8
-from llmkit.model.layers.quant import DEQUANT_ROWS, QuantizedLinear, has_kernels
+from llmkit.model.layers.native import NativeLinear
+from llmkit.model.layers.quant import (
+    DEQUANT_ROWS,
+    QuantizedLinear,
+    has_kernels,
+    quantized_linear,
+)
+from llmkit.model.layers.weights.registry import METHODS
 
 PROMPTS = [
     {"prompt_token_ids": [(7 * i + 13 * j) % 800 + 10 for j in range(5 + 9 * i)]} for i in range(4)
@@ -88,10 +94,20 @@ def test_accuracy_against_float32(reference, method, group_size):
     path, seqs, ref = reference
     llm = LLM(path, quantization=method, quantization_group_size=group_size)
     layers = llm._core.runner.model.model.layers
-    assert all(isinstance(layer.mlp.down_proj, QuantizedLinear) for layer in layers)
-    # The head keeps full precision, but where activations are quantized (CPU): then q8.
+    # torch's methods are QuantizedLinear layers, the kernels' the registry's format.
+    native = method in METHODS
+    kind = NativeLinear if native else QuantizedLinear
+    assert all(isinstance(layer.mlp.down_proj, kind) for layer in layers)
+    if native:
+        assert {p.format for layer in layers for p in layer.mlp.down_proj.parts} == {
+            METHODS[method]
+        }
+    # The head keeps full precision, but where activations are quantized (CPU): then Q8_0.
     head = llm._core.runner.model.lm_head
-    assert isinstance(head, q8.Q8Linear if method in ("w8a8", "w4a8") else nn.Linear)
+    if native:
+        assert [p.format.name for p in head.parts] == ["Q8_0"]
+    else:
+        assert isinstance(head, nn.Linear)
     max_diff, mean_diff, agree = compare(ref, score(llm, seqs))
     bound_max, bound_mean, min_agree = BOUNDS[method]
     assert max_diff < bound_max
@@ -168,7 +184,7 @@ def test_activation_quantized_rows_do_not_depend_on_their_batch(method, out_erro
     a batch, or beside rows 100x larger (one scale per tensor would coarsen it there)."""
     torch.manual_seed(0)
     linear = nn.Linear(256, 72, bias=True)
-    layer = QuantizedLinear(linear, method, 32)
+    layer = quantized_linear(linear, method, 32)
     x = torch.randn(40, 256)
     alone = torch.cat([layer(x[i : i + 1]) for i in range(40)])
     loud = torch.cat([x[:8], 100 * torch.randn(8, 256)])

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from llmkit.kernels.cpu import loader
 from llmkit.kernels.cpu.build import PATHS
 from llmkit.kernels.cpu.loader import builds_here
-from llmkit.model.layers import w4a8
+from llmkit.model.layers.weights import w4a8
 
 needs_kernel = pytest.mark.skipif(w4a8.load() is None, reason="no C compiler / AVX2 here")
 BUILDS = sorted(builds_here(w4a8.SOURCE, "w4a8_path").items())

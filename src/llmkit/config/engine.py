@@ -13,7 +13,7 @@ _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "torch", "triton")
 _TASKS = ("auto", "generate", "embed")
 _MODALITIES = ("image",)
-_QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
+QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 _INT4_GROUP_SIZES = (32, 64, 128, 256)
 # vLLM V1's default: as many as fit in the context.
 _DEFAULT_IMAGE_LIMIT = 999
@@ -289,7 +289,7 @@ class EngineConfig:
             # The LoRA slices are sized from the whole projection, not a rank's shard of it.
             raise ValueError("enable_lora does not work with tensor_parallel_size > 1 yet")
         if self.quantization is not None:
-            choice("quantization", self.quantization, _QUANTIZATIONS)
+            choice("quantization", self.quantization, QUANTIZATIONS)
             if self.tensor_parallel_size > 1:
                 raise ValueError("quantization does not work with tensor_parallel_size > 1 yet")
         if self.quantization_group_size not in _INT4_GROUP_SIZES:

@@ -11,13 +11,14 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from llmkit.model.attention import paged_decode_cpu
-from llmkit.model.layers import gated_delta_cpu, kquant, mxfp4, q8, w4a8
+from llmkit.model.layers import gated_delta_cpu
+from llmkit.model.layers.weights import kq, mxfp4, q8, w4a8
 from llmkit.model.models import llama_fused
 
 _LOADS = (
     w4a8.load,
     q8.load,
-    kquant.load,
+    kq.load,
     mxfp4.load,
     llama_fused.load,
     paged_decode_cpu.load,

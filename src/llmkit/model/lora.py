@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from llmkit.model.layers.lora import LoRABatch, LoRALinear
+from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.quant import QuantizedLinear
 from llmkit.model.lora_adapter import LoRAAdapter, LoRALayout
 from llmkit.model.lora_slots import SlotTable
@@ -69,7 +70,7 @@ class LoRAModel:
 
 def _slice_sizes(base: nn.Module, owner: nn.Module, count: int) -> list[int]:
     """The output features of each slice of a fused projection."""
-    if not isinstance(base, nn.Linear | QuantizedLinear):
+    if not isinstance(base, nn.Linear | QuantizedLinear | NativeLinear):
         raise ValueError(f"LoRA needs plain linear projections, got {type(base).__name__}")
     if count == 3:  # q, k, v
         q, kv = (int(getattr(owner, name)) for name in ("q_size", "kv_size"))

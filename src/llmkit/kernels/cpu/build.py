@@ -14,9 +14,11 @@ or its dependencies are installed.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +42,9 @@ FLAGS = (
     "-fopenmp",
 )
 MANIFEST = "manifest.json"
+# The weight-kernel registry's facts, which C reads as the header it writes: formats.h.
+TABLE = Path(__file__).resolve().parents[2] / "model" / "layers" / "weights" / "table.py"
+HEADER = "formats.h"
 _V3 = frozenset("avx avx2 bmi1 bmi2 f16c fma movbe".split())  # x86-64-v3, as cpuinfo names it
 _V4 = _V3 | frozenset("avx512f avx512bw avx512cd avx512dq avx512vl".split())
 
@@ -90,10 +95,22 @@ def kernels(sources: Path) -> list[Path]:
 
 
 def digest(sources: Path) -> str:
-    """A hash of every C source and header: a kernel includes its neighbours (llama_decode.c
-    includes w4a8.c), so any change to one rebuilds them all."""
-    files = sorted([*sources.glob("*.c"), *sources.glob("*.h")])
+    """A hash of every C source and header and of the registry's table (the header written
+    from it): a kernel includes its neighbours (llama_decode.c includes w4a8.c), so any
+    change to one rebuilds them all."""
+    files = [*sorted([*sources.glob("*.c"), *sources.glob("*.h")]), TABLE]
     return hashlib.sha256(b"".join(f.name.encode() + f.read_bytes() for f in files)).hexdigest()
+
+
+def header() -> str:
+    """``formats.h``'s text: the registry's table (loaded by path: the build step runs
+    before llmkit is installed) as C enums."""
+    spec = importlib.util.spec_from_file_location("_llmkit_weight_table", TABLE)
+    assert spec is not None and spec.loader is not None
+    table = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = table  # dataclasses look their module up while being made
+    spec.loader.exec_module(table)
+    return str(table.header())
 
 
 def library_name(source: Path, variant: Variant) -> str:
@@ -102,12 +119,14 @@ def library_name(source: Path, variant: Variant) -> str:
 
 def compile_kernel(compiler: str, source: Path, variant: Variant, target: Path) -> None:
     """``source`` compiled with ``variant``'s flags into ``target``, atomically (a concurrent
-    build never loads half a file). Raises CalledProcessError where the compiler refuses."""
+    build never loads half a file), with the registry's :func:`header` written beside it.
+    Raises CalledProcessError where the compiler refuses."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
+        (Path(tmp) / HEADER).write_text(header())
         subprocess.run(
-            [compiler, *FLAGS, *variant.flags, str(source), "-o", str(built), "-lm"],
+            [compiler, *FLAGS, *variant.flags, "-I", tmp, str(source), "-o", str(built), "-lm"],
             check=True,
             capture_output=True,
             timeout=300,

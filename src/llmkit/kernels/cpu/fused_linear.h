@@ -10,6 +10,7 @@
  */
 #ifndef LLMKIT_FUSED_LINEAR_H
 #define LLMKIT_FUSED_LINEAR_H
+#include "formats.h" /* W4A8 .. MXFP4: a part's kernel, numbered by the registry */
 
 #define Job W4Job
 #define tile w4_tile
@@ -57,8 +58,6 @@
 #undef gemm_tiles
 #undef quantize_rows
 #undef run_job
-
-enum { W4A8 = 0, Q8 = 1, KQ = 2, MXFP4 = 3 };
 
 /* One weight of a linear layer's stacked output rows, of one of the kernels' formats. */
 typedef struct {
@@ -116,7 +115,7 @@ static void part_tiles(const Linear *lin, const Part *p, float *out, const Codes
         const KQJob job = {NULL, p->w, p->hi, p->scale, p->min, p->d, p->dmin, out, c->q,
                            c->scale, c->sum, M, lin->K, lin->Kp, p->N, p->fmt, lin->N};
         kq_gemm_tiles(&job, first, last);
-    } else {
+    } else if (p->kind == MXFP4) { /* a kernel the step lacks has no fused view in Python */
         const MXJob job = {NULL, p->w, p->scale, out, c->q, c->scale, c->bsum, M, lin->K,
                            lin->Kp, p->N, lin->N};
         mx_gemm_tiles(&job, first, last);

@@ -1,7 +1,7 @@
 /* y = x W^T for llama.cpp's 5- and 6-bit and K-quant weights as the file has them (Q5_0 and
  * Q5_1, Q4_K, Q5_K, Q6_K), times int8 activations with a scale per 32 inputs, AVX2 or VNNI.
  *
- * Weights (laid out by kquant.py; each format's numbers are the file's, not requantized):
+ * Weights (laid out by weights/kq.py; each format's numbers are the file's, not requantized):
  * - Q5 (Q5_1, and Q5_0 as Q5_1 with the min -16 d): codes 0..31, a float16 scale and min per
  *   32 inputs: w = scale q + min.
  * - Q4_K, Q5_K: codes 0..15 (0..31), per super-block of 256 inputs a float16 d and dmin, per
@@ -57,7 +57,7 @@
 #define KQ_PATH 0
 #endif
 
-enum { KQ_Q5 = 0, KQ_Q4K = 1, KQ_Q5K = 2, KQ_Q6K = 3 };
+#include "formats.h" /* KQ_Q5 .. KQ_Q6K, G_Q5_0 .. G_Q6_K: the registry's numbers */
 
 typedef struct {
     const float *x;

@@ -1,7 +1,7 @@
-/* Laying a GGUF file's K-quant and Q5 blocks out for kq.c's kernel (kquant.py's read, in one
- * pass over the file's rows). Included by kq.c: the packer is in the same library.
+/* Laying a GGUF file's K-quant and Q5 blocks out for kq.c's kernel (kq.py's read, in one
+ * pass over the file's rows). Included by kq.c: the packer is in the same library. The
+ * types' numbers and block sizes are formats.h's (the registry's table).
  */
-enum { G_Q5_0 = 0, G_Q5_1 = 1, G_Q4_K = 2, G_Q5_K = 3, G_Q6_K = 4 };
 
 typedef struct {
     uint8_t *lo, *hi;
@@ -36,7 +36,7 @@ static void pack_row(const Packing *p, int64_t gtype, const uint8_t *row, int64_
     const int64_t K = p->K, t = n / 8, c = n % 8;
     int q[256];
     if (gtype == G_Q5_0 || gtype == G_Q5_1) {
-        const int64_t bytes = gtype == G_Q5_0 ? 22 : 24;
+        const int64_t bytes = gtype == G_Q5_0 ? BLOCK_BYTES_Q5_0 : BLOCK_BYTES_Q5_1;
         for (int64_t b = 0; b < K / 32; b++) {
             const uint8_t *blk = row + b * bytes, *qh = blk + (gtype == G_Q5_0 ? 2 : 4);
             const uint16_t d = half_at(blk);
@@ -51,7 +51,8 @@ static void pack_row(const Packing *p, int64_t gtype, const uint8_t *row, int64_
         }
         return;
     }
-    const int64_t bytes = gtype == G_Q4_K ? 144 : (gtype == G_Q5_K ? 176 : 210);
+    const int64_t bytes = gtype == G_Q4_K ? BLOCK_BYTES_Q4_K
+                        : (gtype == G_Q5_K ? BLOCK_BYTES_Q5_K : BLOCK_BYTES_Q6_K);
     for (int64_t b = 0; b < K / 256; b++) {
         const uint8_t *blk = row + b * bytes;
         if (gtype == G_Q6_K) {
@@ -84,7 +85,7 @@ static void pack_row(const Packing *p, int64_t gtype, const uint8_t *row, int64_
 }
 
 /* blocks: N rows of a GGUF tensor of type gtype with K inputs; the planes and tables
- * (zeroed, sized for N rounded up to whole tiles) filled as kquant.py's _layout lays them.
+ * (zeroed, sized for N rounded up to whole tiles) filled as kq.py's _layout lays them.
  * A tile's rows are one thread's, so no two threads write one byte. */
 int kq_pack(const uint8_t *blocks, int64_t row_bytes, int64_t N, int64_t K, int64_t gtype,
             uint8_t *lo, uint8_t *hi, void *sc, void *mn, uint16_t *d, uint16_t *dmin,

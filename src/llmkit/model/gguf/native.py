@@ -1,6 +1,6 @@
 """What of a GGUF file loads as it is, not widened to float: its numbers, not requantized.
 
-Every tensor whose type has a kernel (:data:`llmkit.model.layers.formats.FORMATS`: Q4_0,
+Every tensor whose type has a kernel (:data:`llmkit.model.layers.weights.registry.FORMATS`: Q4_0,
 Q4_1, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4) loads in that format: linear layers as
 :class:`NativeLinear`, whose fused parts (q, k, v; gate, up) may each be of another format
 (a Q4_K_M file's v is Q6_K on some layers), the token embedding as :class:`NativeEmbedding`,
@@ -25,10 +25,10 @@ from llmkit.model.cpu_memory import available_memory
 from llmkit.model.gguf.packed import PackedStore
 from llmkit.model.gguf.tensors import TensorTable
 from llmkit.model.gguf.weights import gguf_piece
-from llmkit.model.layers.formats import FORMATS, WeightFormat
 from llmkit.model.layers.moe import NativeExperts
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
-from llmkit.model.layers.w4a8 import TILE
+from llmkit.model.layers.weights.registry import FORMATS, METHODS, WeightFormat
+from llmkit.model.layers.weights.w4a8 import TILE
 
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
@@ -65,12 +65,14 @@ class NativeWeights:
 def linears_only(
     table: TensorTable | None, method: str, group_size: int, projections: Projections
 ) -> NativeWeights:
-    """With ``quantization="w4a8"`` at group size 32: the file's Q4 layers as they are
-    (the rest are quantized from their float load); else nothing."""
-    if table is None or method != "w4a8" or group_size != 32:
+    """With a ``quantization=`` method that is a kernel's format (w4a8: Q4_1's) at a group
+    size of that format's block: the file's layers of that kernel's formats as they are
+    (w4a8 at 32: Q4_0 and Q4_1), the rest quantized from their float load; else nothing."""
+    fmt = METHODS.get(method)
+    if table is None or fmt is None or group_size != fmt.spec.block_inputs:
         return NativeWeights()
-    q4 = {k: FORMATS[k] for k in ("Q4_0", "Q4_1")}
-    return _plan(table, q4, projections, with_embedding=False)
+    alike = {name: f for name, f in FORMATS.items() if f.kernel is fmt.kernel}
+    return _plan(table, alike, projections, with_embedding=False)
 
 
 def default_native(

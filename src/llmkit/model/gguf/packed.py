@@ -20,7 +20,7 @@ from zipfile import BadZipFile
 
 import torch
 
-from llmkit.model.layers.formats import Packed, WeightFormat
+from llmkit.model.layers.weights.registry import Packed, WeightFormat
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class PackedStore:
         """Tensor ``name``'s weight in ``fmt``: from the store, else ``make()`` (kept)."""
         key = f"{name}:{fmt.name}"
         if key in self.found:
-            return fmt.packed_type(*self.found[key])
+            return fmt.kernel.packed(*self.found[key])
         packed = make()
         self.made[key] = list(packed)
         return packed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.quant import QuantizedLinear
 
 
@@ -32,7 +33,7 @@ class LoRALinear(nn.Module):
 
     def __init__(
         self,
-        base: nn.Linear | QuantizedLinear,
+        base: nn.Linear | QuantizedLinear | NativeLinear,
         slices: list[int],
         batch: LoRABatch,
         slots: int,
@@ -43,10 +44,10 @@ class LoRALinear(nn.Module):
         self.batch = batch
         self.slices = slices
         self.num_slots, self.rank = slots, rank
-        if isinstance(base, QuantizedLinear):
-            dtype, device = base.dtype, base.device
-        else:
+        if isinstance(base, nn.Linear):
             dtype, device = base.weight.dtype, base.weight.device
+        else:
+            dtype, device = base.dtype, base.device
         self.lora_a = torch.zeros(
             base.in_features, len(slices) * slots * rank, dtype=dtype, device=device
         )

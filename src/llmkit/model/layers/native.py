@@ -1,5 +1,5 @@
 """Layers whose weights are a GGUF file's own blocks, in any format of
-:mod:`llmkit.model.layers.formats`: a linear layer stacked from parts of different formats
+:mod:`llmkit.model.layers.weights.registry`: a linear layer stacked from parts of different formats
 (a Q4_K_M file's q and k in Q4_K beside v in Q6_K), and a token embedding."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from llmkit.model.layers.formats import Packed, WeightFormat
+from llmkit.model.layers.weights.registry import Packed, WeightFormat
 
 
 class Part(NamedTuple):
@@ -57,12 +57,23 @@ class NativeLinear(_Holder):
     """``y = x W^T (+ b)``, ``W`` the rows of its parts stacked in order."""
 
     def __init__(
-        self, parts: list[Part], in_features: int, out_features: int, bias: nn.Parameter | None
+        self,
+        parts: list[Part],
+        in_features: int,
+        out_features: int,
+        bias: nn.Parameter | None,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
+        """``bias``: the float layer's own parameter, with its weight loader; ``dtype``: the
+        model's (what a LoRA on top computes in)."""
         super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.bias = bias  # the float layer's own parameter, with its weight loader
+        self.in_features, self.out_features, self.dtype = in_features, out_features, dtype
+        self.bias = bias
         self._hold(parts)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.buffers()).device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape

@@ -9,29 +9,29 @@ input columns of each output channel.
   path 8-40x slower than float32 GEMM (measured on AVX2 at 32..256 rows). From
   ``DEQUANT_ROWS`` rows on (prefill) the CPU kernels lose to float32 GEMM, so the layer
   dequantizes. On this AVX2 CPU they save memory, not time.
-- ``w8a8`` (CPU): llama.cpp's Q8_0 x Q8_0: int8 weights with a scale per 32 inputs of each
-  output channel, int8 activations with a scale per 32 inputs of each token, on llmkit's q8
-  kernel (:mod:`llmkit.model.layers.q8`, the one a GGUF's Q8_0 tensors run on). It replaced
-  fbgemm's int8 GEMM, whose one scale per tensor (made per token by dividing each row by its
-  peak) left 7-bit activations: SmolLM2's perplexity was 5% above float32's.
-- ``w4a8`` (CPU): 4-bit weights (a scale and min per group) and int8 activations (a scale
-  per 32 inputs of a token, as llama.cpp's q8_1) on llmkit's AVX2 kernel
-  (:mod:`llmkit.model.layers.w4a8`), at every row count: it beats float32 GEMM at prefill
-  sizes too, so it never dequantizes.
+- ``w8a8``, ``w4a8`` (CPU): methods that are formats of the weight-kernel registry
+  (:data:`~llmkit.model.layers.weights.registry.METHODS`), so a layer is a
+  :class:`NativeLinear` as a GGUF file's are, its weight quantized into the format.
+  ``w8a8``: llama.cpp's Q8_0 x Q8_0, int8 weights and int8 activations with a scale per 32
+  inputs each, on the q8 kernel. It replaced fbgemm's int8 GEMM, whose one scale per tensor
+  (made per token by dividing each row by its peak) left 7-bit activations: SmolLM2's
+  perplexity was 5% above float32's. ``w4a8``: 4-bit weights (a scale and min per group) and
+  int8 activations (a scale per 32 inputs of a token, as llama.cpp's q8_1) on the w4a8
+  kernel, at every row count: it beats float32 GEMM at prefill sizes too, so it never
+  dequantizes.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmkit.model.layers import q8, w4a8
+from llmkit.config.engine import QUANTIZATIONS
+from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
 from llmkit.model.layers.swap import replace_linears
+from llmkit.model.layers.weights.registry import FORMATS, METHODS
 
-QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
 INT4_GROUP_SIZES = (32, 64, 128, 256)
 _aten = torch.ops.aten
 _ACT = torch.bfloat16
@@ -43,7 +43,7 @@ DEQUANT_ROWS = 256
 
 def has_kernels(method: str, device: torch.device) -> bool:
     """Whether this torch build has ``method``'s kernels on ``device``'s type."""
-    if method in ("w8a8", "w4a8"):  # the C kernels, else the same math in torch ops
+    if method in METHODS:  # the C kernels, else the same math in torch ops
         return device.type == "cpu"
     op = "_weight_int8pack_mm" if method == "int8" else "_weight_int4pack_mm"
     if method == "int4" and device.type == "cpu":
@@ -53,52 +53,27 @@ def has_kernels(method: str, device: torch.device) -> bool:
 
 
 class QuantizedLinear(nn.Module):
-    """``y = x W^T + b`` with ``W`` quantized by ``method`` (see the module docstring)."""
+    """``y = x W^T + b`` with ``W`` quantized by ``method``, int8 or int4, for torch's
+    weight-only kernels (see the module docstring)."""
 
     qweight: torch.Tensor
-    scales: torch.Tensor  # int8, w8a8 (q8's per-32 float16 scales), w4a8
+    scales: torch.Tensor  # int8
     scale_zeros: torch.Tensor  # int4: [in / group, out, 2]
     codes: torch.Tensor  # int4 on CPU: two codes a byte, for dequantized()
-    mins: torch.Tensor  # w4a8
 
-    def __init__(
-        self,
-        linear: nn.Linear,
-        method: str,
-        group_size: int = 128,
-        packed: w4a8.Packed | None = None,
-    ) -> None:
-        """``packed``: w4a8's weight as given (a GGUF file's Q4_1, groups of 32), rather
-        than quantized from ``linear``'s."""
+    def __init__(self, linear: nn.Linear, method: str, group_size: int = 128) -> None:
         super().__init__()
         weight = linear.weight.detach()
         self.method = method
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.dtype, self.device = weight.dtype, weight.device
-        # The float layer's own parameter, loader included: a GGUF's native layers are put
-        # in place before the rest of the file (their biases too) is loaded.
         self.bias = linear.bias
         if method == "int8":
             self._int8(weight.float())
-        elif method == "w8a8":
-            q8.load()  # builds the kernel at model load, not in a request's first step
-            codes, scales = q8.pack(weight)
-            self.register_buffer("qweight", codes)
-            self.register_buffer("scales", scales)
         elif method == "int4":
             self._int4(weight.float(), group_size)
-        elif method == "w4a8":
-            if packed is None:
-                self.group_size = w4a8.group_for(self.in_features, group_size)
-                packed = w4a8.pack(weight, self.group_size)
-            else:
-                self.group_size = w4a8.BLOCK
-            w4a8.load()  # builds the kernel at model load, not in a request's first step
-            for name, tensor in zip(("qweight", "scales", "mins"), packed):
-                self.register_buffer(name, tensor)
         else:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}")
-        self._cache_w4a8()
 
     def _int8(self, w: torch.Tensor) -> None:
         scales = (w.abs().amax(dim=1) / 127).clamp(min=torch.finfo(torch.float32).tiny)
@@ -138,14 +113,8 @@ class QuantizedLinear(nn.Module):
 
     def dequantized(self) -> torch.Tensor:
         """The weight ``[out, in]`` in the model's dtype, as the kernels see it (CPU)."""
-        if self.method == "w8a8":
-            weight = q8.dequantize(q8.Packed(self.qweight, self.scales))
-            return weight[: self.out_features, : self.in_features].to(self.dtype)
         if self.method == "int8":
             return self.qweight.to(self.dtype) * self.scales.to(self.dtype)[:, None]
-        if self.method == "w4a8":
-            weight = w4a8.dequantize(self._w4a8_packed())
-            return weight[: self.out_features, : self.in_features].to(self.dtype)
         n, half = self.codes.shape
         q = torch.stack([self.codes >> 4, self.codes & 15], dim=-1).view(n, -1, self.group_size)
         scales, zeros = self.scale_zeros.to(self.dtype).transpose(0, 1).unbind(-1)
@@ -153,19 +122,9 @@ class QuantizedLinear(nn.Module):
         return w.view(n, 2 * half)[: self.out_features]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._packed is not None and x.dim() == 2 and self.dtype == torch.float32:
-            # The decode path, lean: 120 of these a token on a 30-layer model, where the
-            # general path below cost ~7 us each in Python over the kernel's ~11.
-            out = w4a8.linear(x, self._packed, self.out_features)
-            return out if self._bias is None else out + self._bias
         shape = x.shape
         x = x.reshape(-1, self.in_features)
-        if self.method == "w8a8":
-            packed = q8.Packed(self.qweight, self.scales)
-            out = q8.linear(x, packed, self.out_features).to(self.dtype)
-        elif self.method == "w4a8":
-            out = w4a8.linear(x, self._w4a8_packed(), self.out_features).to(self.dtype)
-        elif self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
+        if self.device.type == "cpu" and x.shape[0] >= DEQUANT_ROWS:
             out = F.linear(x, self.dequantized())
         else:
             out = self._packed_mm(x.to(_ACT).contiguous())[:, : self.out_features].to(self.dtype)
@@ -183,26 +142,12 @@ class QuantizedLinear(nn.Module):
             )
         return _aten._weight_int4pack_mm(x, self.qweight, self.group_size, self.scale_zeros)
 
-    def _w4a8_packed(self) -> w4a8.Packed:
-        return w4a8.Packed(self.qweight, self.scales, self.mins)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> QuantizedLinear:
-        super()._apply(fn, recurse)
-        self._cache_w4a8()
-        return self
-
-    def _cache_w4a8(self) -> None:
-        """Plain attributes for the decode path (a module's buffer and parameter lookups go
-        through ``nn.Module.__getattr__``), refreshed whenever the tensors are replaced."""
-        self._packed = self._w4a8_packed() if self.method == "w4a8" else None
-        self._bias = None if self.bias is None else self.bias.data
-
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, {self.method}"
 
 
 def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> int:
-    """Replace the model's linear layers, except its lm_head, by QuantizedLinear; returns
+    """Replace the model's linear layers, except its lm_head, by :func:`quantized_linear`'s; returns
     how many were replaced (the head: :func:`quantize_head`). Layers already quantized (a
     GGUF file's, loaded as they are) are not ``nn.Linear`` and stay."""
     device = next(model.parameters()).device
@@ -211,11 +156,26 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 128) -> in
             f"quantization={method!r} needs torch's {method} kernels, which this torch "
             f"build lacks on {device.type}"
         )
-    return replace_linears(model, lambda linear: QuantizedLinear(linear, method, group_size))
+    return replace_linears(model, lambda linear: quantized_linear(linear, method, group_size))
+
+
+def quantized_linear(linear: nn.Linear, method: str, group_size: int = 128) -> nn.Module:
+    """``linear`` quantized by ``method``: a registry format's :class:`NativeLinear` for
+    w8a8 and w4a8, a :class:`QuantizedLinear` for torch's int8 and int4."""
+    fmt = METHODS.get(method)
+    if fmt is None:
+        return QuantizedLinear(linear, method, group_size)
+    assert fmt.kernel.quantize is not None
+    packed = fmt.kernel.quantize(linear.weight.detach(), group_size)
+    fmt.kernel.load()  # builds the kernel at model load, not in a request's first step
+    n, k = linear.out_features, linear.in_features
+    # The float layer's own bias parameter, loader included: a GGUF's native layers are put
+    # in place before the rest of the file (their biases too) is loaded.
+    return NativeLinear([Part(fmt, packed, n)], k, n, linear.bias, linear.weight.dtype)
 
 
 # The methods that quantize activations on CPU: their head goes to q8 as well.
-HEAD_METHODS = ("w8a8", "w4a8")
+HEAD_METHODS = tuple(METHODS)
 
 
 def quantize_head(model: nn.Module) -> bool:
@@ -226,11 +186,15 @@ def quantize_head(model: nn.Module) -> bool:
     head = getattr(model, "lm_head", None)
     if not isinstance(head, nn.Linear) or getattr(getattr(head, "tp", None), "size", 1) > 1:
         return False
-    packed = q8.pack(head.weight.detach())
+    q8 = FORMATS["Q8_0"]
+    assert q8.kernel.quantize is not None
+    weight = head.weight.detach()
+    part = Part(q8, q8.kernel.quantize(weight, q8.spec.block_inputs), head.out_features)
     for parent in list(model.modules()):
         for name, child in parent.named_children():
             if isinstance(child, nn.Embedding) and child.weight is head.weight:
-                dim, dtype = child.embedding_dim, child.weight.dtype
-                setattr(parent, name, q8.Q8Embedding(packed, child.num_embeddings, dim, dtype))
-    model.lm_head = q8.Q8Linear(packed, head.in_features, head.out_features, head.bias)
+                embedding = NativeEmbedding(part, child.embedding_dim, child.weight.dtype)
+                setattr(parent, name, embedding)
+    q8.kernel.load()  # builds the kernel at model load, not in a request's first step
+    model.lm_head = NativeLinear([part], head.in_features, head.out_features, head.bias)
     return True

@@ -9,7 +9,8 @@ import ctypes
 from typing import Any
 
 from llmkit.model.layers.moe import NativeExperts, Routing, SparseMoE
-from llmkit.model.layers.w4a8 import TILE
+from llmkit.model.layers.weights.registry import fused_view
+from llmkit.model.layers.weights.w4a8 import TILE
 from llmkit.model.models.llama_fused_view import (
     FIELDS,
     I64,
@@ -17,7 +18,6 @@ from llmkit.model.models.llama_fused_view import (
     Linear,
     P,
     act,
-    fields,
     floats,
     linear,
     linear_of,
@@ -46,10 +46,10 @@ class Moe(ctypes.Structure):
 def _steps(packed: Any, rows: int) -> ctypes.Array[ctypes.c_int64] | None:
     """Bytes from one expert's ``rows`` rows (whole tiles) to the next's, per field of a
     stacked weight; None where a field is not one dense array of tiles."""
-    found = fields(packed)
+    found = fused_view(packed)
     if found is None:
         return None
-    tensors = found[0]
+    tensors = found[1].tensors
     if any(t is not None and t.numel() and not t.is_contiguous() for t in tensors):
         return None
     return (I64 * len(FIELDS))(

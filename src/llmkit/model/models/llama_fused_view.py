@@ -9,11 +9,10 @@ from typing import Any
 
 import torch
 
-from llmkit.model.layers import kquant, mxfp4, q8, w4a8
 from llmkit.model.layers.activation import ClampedSwiGLU, GeluTanhAndMul, SiluAndMul
 from llmkit.model.layers.native import NativeLinear
-from llmkit.model.layers.q8 import Q8Linear
-from llmkit.model.layers.quant import QuantizedLinear
+from llmkit.model.layers.weights.registry import fused_view
+from llmkit.model.layers.weights.table import KERNELS
 
 I64, P, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
 MAX_PARTS = 4  # q, k, v; a linear attention's in-projection: q/k/v, z, b, a
@@ -24,8 +23,8 @@ class Part(ctypes.Structure):
     _fields_ = [
         *((name, P) for name in FIELDS),
         ("N", I64),
-        ("kind", I64),  # 0 w4a8, 1 q8, 2 kq, 3 mxfp4
-        ("fmt", I64),  # kq's format
+        ("kind", I64),  # its kernel: weights/table.py's number
+        ("fmt", I64),  # its layout in its kernel
     ]
 
 
@@ -43,59 +42,24 @@ class Act(ctypes.Structure):
     _fields_ = [("kind", I64), ("alpha", F32), ("limit", F32)]  # 0 SiLU, 1 GELU(tanh), 2 clamped
 
 
-Fields = tuple[list[torch.Tensor | None], int, int, int, int | None]
-
-
-def fields(packed: Any) -> Fields | None:
-    """A packed weight's tensors in :class:`Part`'s field order (None where it has none),
-    its kind and kq format, its padded input count and its group (None: q8's and mxfp4's,
-    which read no group sums); None for a format the kernel has no matmul for."""
-    if isinstance(packed, w4a8.Packed):
-        kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
-        tensors = [packed.codes, None, packed.scales, packed.mins, None, None]
-        return tensors, 0, 0, kp, kp // packed.scales.shape[1]
-    if isinstance(packed, q8.Packed):  # 4 inputs of 8-bit codes a row
-        return (
-            [packed.codes, None, packed.scales, None, None, None],
-            1,
-            0,
-            packed.codes.shape[1] * 4,
-            None,
-        )
-    if isinstance(packed, mxfp4.Packed):  # 8 inputs of 4-bit codes a row, as w4a8's
-        tensors = [packed.codes, None, packed.exponents, None, None, None]
-        return tensors, 3, 0, packed.codes.shape[1] * 8, None
-    if isinstance(packed, kquant.Packed):
-        fmt = kquant.FORMATS.index(packed.fmt)
-        return list(packed[1:]), 2, fmt, packed.lo.shape[1] * 8, 32
-    return None
-
-
 def pointer(t: torch.Tensor | None) -> int | None:
     return t.data_ptr() if t is not None and t.numel() else None
 
 
 def part(packed: Any, out_features: int) -> tuple[Part, int, int | None] | None:
     """A weight's view for the kernel, its padded input count and its group; None for a
-    format the kernel has no matmul for."""
-    found = fields(packed)
+    weight the kernel has no matmul for."""
+    found = fused_view(packed)
     if found is None:
         return None
-    tensors, kind, fmt, kp, group = found
-    return Part(*(pointer(t) for t in tensors), out_features, kind, fmt), kp, group
+    kind, (tensors, layout, kp, group) = found
+    return Part(*(pointer(t) for t in tensors), out_features, kind, layout), kp, group
 
 
 def weights(layer: object) -> list[tuple[Any, int]] | None:
-    """A float32 layer's native weights and their output counts, or None for another kind."""
+    """A layer's native weights and their output counts, or None for another kind."""
     if isinstance(layer, NativeLinear):
         return [(p.packed, p.out_features) for p in layer.parts]
-    if isinstance(layer, QuantizedLinear) and layer.dtype == torch.float32:
-        if layer.method == "w4a8":
-            return [(layer._w4a8_packed(), layer.out_features)]
-        if layer.method == "w8a8":
-            return [(q8.Packed(layer.qweight, layer.scales), layer.out_features)]
-    if isinstance(layer, Q8Linear):
-        return [(q8.Packed(layer.codes, layer.scales), layer.out_features)]
     return None
 
 
@@ -118,7 +82,7 @@ def linear_of(
     return Linear(
         array,
         len(parts),
-        any(p.kind == 3 for p, _, _ in parts),
+        any(p.kind == KERNELS.index("mxfp4") for p, _, _ in parts),
         pointer(bias),
         in_features,
         padded.pop(),

@@ -4,7 +4,7 @@ activations with a scale per 32 inputs, on the C kernel ``llmkit/kernels/cpu/q8.
 A GGUF file's Q8_0 tensors load here as they are, not widened: its token embedding (rows
 dequantized as they are looked up), the LM head tied to it (one copy of the codes serves
 both), and Q8_0 linear layers. The activations are quantized exactly as w4a8's (the same
-codes and block scales, :func:`llmkit.model.layers.w4a8.quantize_activations`), so the
+codes and block scales, :func:`llmkit.model.layers.weights.w4a8.quantize_activations`), so the
 products are llama.cpp's ``q8_0 x q8_0`` dot products.
 
 The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader`: with AVX512-VNNI or
@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.w4a8 import quantize_activations
+from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.w4a8 import quantize_activations
 
 SOURCE = SOURCES / "q8.c"
 TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
@@ -140,49 +140,21 @@ def linear_in_torch(x: torch.Tensor, packed: Packed, out_features: int) -> torch
     return F.linear(codes * scale, dequantize(packed)[:out_features, : x.shape[1]])
 
 
-class Q8Linear(nn.Module):
-    """``y = x W^T (+ b)`` with ``W`` a packed q8 weight: a Q8_0 linear layer or LM head."""
-
-    codes: torch.Tensor
-    scales: torch.Tensor
-
-    def __init__(
-        self, packed: Packed, in_features: int, out_features: int, bias: nn.Parameter | None
-    ) -> None:
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.register_buffer("codes", packed.codes)
-        self.register_buffer("scales", packed.scales)
-        self.bias = bias  # the float layer's own parameter, with its weight loader
-        load()  # builds the kernel at model load, not in a request's first step
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape
-        packed = Packed(self.codes, self.scales)
-        out = linear(x.reshape(-1, self.in_features), packed, self.out_features).to(x.dtype)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*shape[:-1], self.out_features)
-
-    def extra_repr(self) -> str:
-        return f"{self.in_features}, {self.out_features}, q8"
+def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
+    """A GGUF file's Q8_0 rows in the kernel's layout."""
+    return from_q8_0(blocks, in_features)
 
 
-class Q8Embedding(nn.Module):
-    """A token embedding kept as packed q8 rows, each dequantized as it is looked up."""
+def quantize(weight: torch.Tensor, group_size: int) -> Packed:
+    """``weight`` as ``quantization="w8a8"`` holds it: :func:`pack` (a scale per 32 inputs
+    whatever the group size asked)."""
+    return pack(weight)
 
-    codes: torch.Tensor
-    scales: torch.Tensor
 
-    def __init__(self, packed: Packed, num_embeddings: int, dim: int, dtype: torch.dtype) -> None:
-        super().__init__()
-        self.num_embeddings, self.embedding_dim, self.dtype = num_embeddings, dim, dtype
-        self.register_buffer("codes", packed.codes)
-        self.register_buffer("scales", packed.scales)
+def fused(packed: Packed) -> Fused:  # 4 inputs of 8-bit codes a row, no group sums
+    return Fused(
+        [packed.codes, None, packed.scales, None, None, None], 0, packed.codes.shape[1] * 4, None
+    )
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        found = rows(Packed(self.codes, self.scales), ids.reshape(-1))[:, : self.embedding_dim]
-        return found.to(self.dtype).view(*ids.shape, self.embedding_dim)
 
-    def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}, q8"
+KERNEL = Kernel("q8", Packed, read, linear, dequantize, load, fused, quantize, rows)

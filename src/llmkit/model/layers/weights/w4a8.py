@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
+from llmkit.model.layers.weights.kernel import Fused, Kernel
 
 SOURCE = SOURCES / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
@@ -191,3 +192,25 @@ def linear(
     if status != 0:
         raise MemoryError("the w4a8 kernel ran out of memory")
     return out
+
+
+_READERS = {"Q4_0": from_q4_0, "Q4_1": from_q4_1}
+
+
+def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
+    """A GGUF file's ``kind`` rows (Q4_0 or Q4_1) in the kernel's layout."""
+    return _READERS[kind](blocks, in_features)
+
+
+def quantize(weight: torch.Tensor, group_size: int) -> Packed:
+    """``weight`` as ``quantization="w4a8"`` holds it: :func:`pack` at the layer's group."""
+    return pack(weight, group_for(weight.shape[1], group_size))
+
+
+def fused(packed: Packed) -> Fused:
+    kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
+    tensors = [packed.codes, None, packed.scales, packed.mins, None, None]
+    return Fused(tensors, 0, kp, kp // packed.scales.shape[1])
+
+
+KERNEL = Kernel("w4a8", Packed, read, linear, dequantize, load, fused, quantize)

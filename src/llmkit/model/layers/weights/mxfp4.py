@@ -6,7 +6,7 @@ first 16 inputs in the low nibbles); as ggml keeps them, a code's value is doubl
 (:data:`VALUES`) and the scale halved: ``w = VALUES[code] * 2**(e - 128)``. The codes stay
 packed (w4a8's nibble layout) beside one exponent byte a block: 4.25 bits a weight, as in
 the file. The activations are quantized as for the other formats (a scale per 32 inputs,
-:func:`llmkit.model.layers.w4a8.quantize_activations`), so the dot products are integers.
+:func:`llmkit.model.layers.weights.w4a8.quantize_activations`), so the dot products are integers.
 :func:`dequantize` gives the numbers ``gguf.quants.dequantize`` gives, bit for bit.
 
 The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader` (AVX2, AVX-VNNI or
@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
+from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
 
 SOURCE = SOURCES / "mxfp4.c"
 BLOCK = 32  # inputs that share an exponent
@@ -120,3 +121,16 @@ def linear_in_torch(x: torch.Tensor, packed: Packed, out_features: int) -> torch
     times the dequantized weight, equal to the kernel's numbers up to float rounding."""
     codes, scale = quantize_activations(x.float())
     return F.linear(codes * scale, dequantize(packed)[:out_features, : x.shape[1]])
+
+
+def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
+    """A GGUF file's MXFP4 rows in the kernel's layout."""
+    return from_mxfp4(blocks, in_features)
+
+
+def fused(packed: Packed) -> Fused:  # 8 inputs of 4-bit codes a row, as w4a8's
+    tensors = [packed.codes, None, packed.exponents, None, None, None]
+    return Fused(tensors, 0, packed.codes.shape[1] * 8, None)
+
+
+KERNEL = Kernel("mxfp4", Packed, read, linear, dequantize, load, fused)

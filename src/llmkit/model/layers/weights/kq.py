@@ -22,19 +22,20 @@ import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
+from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.table import FORMATS, layouts
+from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
 
 SOURCE = SOURCES / "kq.c"
 SUPER = 256  # a K-quant super-block's inputs
-FORMATS = ("Q5", "Q4_K", "Q5_K", "Q6_K")  # the kernel's fmt numbers, in order
-BLOCK_BYTES = {"Q5_0": 22, "Q5_1": 24, "Q4_K": 144, "Q5_K": 176, "Q6_K": 210}
-BLOCK_INPUTS = {"Q5_0": 32, "Q5_1": 32, "Q4_K": SUPER, "Q5_K": SUPER, "Q6_K": SUPER}
+LAYOUTS = layouts("kq")  # Packed.fmt's values, in the kernel's numbering (Q5_0 is Q5_1's)
+TYPES = {f.name: f for f in FORMATS if f.kernel == "kq"}  # the GGUF types it reads
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 _EMPTY = torch.empty(0, dtype=torch.uint8)
 
 
 class Packed(NamedTuple):
-    """One kq weight: ``fmt`` one of :data:`FORMATS`; ``lo`` the codes' low nibbles uint8
+    """One kq weight: ``fmt`` one of :data:`LAYOUTS`; ``lo`` the codes' low nibbles uint8
     ``[tiles, Kp / 8, 32]``; ``hi`` their 5th (6th) bits ``[tiles, Kp / 32 (16), 32]`` or
     empty; ``sc``, ``mn`` Q5's float16 scales and mins or the K-quants' integer sub-block
     scales and mins (Q6_K: none), ``d``, ``dmin`` the K-quants' float16 per super-block; each
@@ -70,14 +71,14 @@ def load_packer() -> Callable[..., int] | None:
 def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
     """GGUF rows of type ``kind`` (uint8 ``[out, in / block * bytes]``) in the kernel's layout:
     in one pass of C where it builds (a 1B-class file's 600 MB in seconds), else in torch."""
-    per = BLOCK_INPUTS[kind]
+    per = TYPES[kind].block_inputs
     if in_features % per:
         raise ValueError(f"{kind} rows hold whole blocks of {per}, got {in_features} inputs")
     packer = load_packer()
     if packer is None:
         return read_in_torch(kind, blocks, in_features)
     n, k = blocks.shape[0], in_features
-    tiles, fmt = -(-n // TILE), "Q5" if kind in ("Q5_0", "Q5_1") else kind
+    tiles, fmt = -(-n // TILE), TYPES[kind].layout
 
     def table(count: int, dtype: torch.dtype) -> torch.Tensor:
         return torch.zeros(tiles, count, TILE, dtype=dtype)
@@ -110,7 +111,7 @@ def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
         blocks.shape[1],
         n,
         k,
-        list(BLOCK_BYTES).index(kind),  # kq.c's G_Q5_0 .. G_Q6_K
+        TYPES[kind].number,  # formats.h's G_Q5_0 .. G_Q6_K
         *(t.data_ptr() if t.numel() else None for t in packed[1:]),
         torch.get_num_threads(),
     )
@@ -119,9 +120,9 @@ def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
 
 def read_in_torch(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
     """:func:`read` in torch ops (where no C compiler is): the same tensors, bit for bit."""
-    per = BLOCK_INPUTS[kind]
+    per = TYPES[kind].block_inputs
     n = blocks.shape[0]
-    b = blocks.reshape(n, in_features // per, BLOCK_BYTES[kind])
+    b = blocks.reshape(n, in_features // per, TYPES[kind].block_bytes)
     b = F.pad(b, (0, 0, 0, 0, 0, -(-n // TILE) * TILE - n))  # zero rows up to whole tiles
     return _READERS[kind](b)
 
@@ -271,9 +272,16 @@ def linear(
         k,
         packed.lo.shape[1] * 8,
         out_features,
-        FORMATS.index(packed.fmt),
+        LAYOUTS.index(packed.fmt),
         torch.get_num_threads(),
     )
     if status != 0:
         raise MemoryError("the kq kernel ran out of memory")
     return out
+
+
+def fused(packed: Packed) -> Fused:  # the low nibbles: 8 inputs a row
+    return Fused(list(packed[1:]), LAYOUTS.index(packed.fmt), packed.lo.shape[1] * 8, 32)
+
+
+KERNEL = Kernel("kq", Packed, read, linear, dequantize, load, fused)
