@@ -8,10 +8,12 @@ from llmkit.serving.options import ServingOptions
 from llmkit.transports.app import create_app
 from llmkit.transports.http.limits import RateLimits
 from llmkit.transports.http.options import AccessOptions, HTTPOptions
-from llmkit.transports.websocket.connection import WebSocketOptions
+from llmkit.transports.options import AppOptions
+from llmkit.transports.websocket.options import WebSocketOptions
 
 __all__ = [
     "AccessOptions",
+    "AppOptions",
     "HTTPOptions",
     "RateLimits",
     "ServingOptions",

@@ -55,7 +55,8 @@ from llmkit.transports.openapi.document import openapi_document
 from llmkit.transports.server.endpoints import ROUTER, SERVER
 from llmkit.transports.server.router import ModelRoutes
 from llmkit.transports.server.routes import ServerRoutes
-from llmkit.transports.websocket.endpoint import WebSocketEndpoint, WebSocketOptions
+from llmkit.transports.websocket.endpoint import WebSocketEndpoint
+from llmkit.transports.websocket.options import WebSocketOptions
 
 
 def create_app(
