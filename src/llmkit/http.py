@@ -1,4 +1,5 @@
-"""The OpenAI-compatible app: ``create_app(engine, ...)`` and the option types it takes.
+"""The OpenAI-compatible app: ``create_app(engine, AppOptions(...))`` and the option types it
+takes.
 
 The stable import point for apps (``from llmkit.http import create_app``); where the app
 is built inside llmkit may change, this module's names do not.

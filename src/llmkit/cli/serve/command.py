@@ -99,18 +99,9 @@ def serve_command(args: argparse.Namespace) -> int:
         _check_loras(engine, options.lora_modules, args.served_model_name or [name])
     app = create_app(
         engine if manager is None else manager,
+        options,
         served_model_name=args.served_model_name or ([name] if manager is None else None),
-        chat_template=options.chat_template,
         owns_engine=True,
-        ui=options.ui,
-        options=options.serving,
-        access=options.access,
-        http=options.http,
-        websocket=options.websocket,
-        rate_limits=options.rate_limits,
-        middleware=options.middleware,
-        lora_modules=options.lora_modules,
-        enable_lora_runtime_updates=options.enable_lora_runtime_updates,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
     log_level = process.uvicorn_log_level or args.log_level
