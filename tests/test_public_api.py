@@ -49,6 +49,7 @@ PUBLIC_MODULES = {
     "llmkit.http": {
         "create_app",
         "AccessOptions",
+        "AppOptions",
         "HTTPOptions",
         "RateLimits",
         "ServingOptions",

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible app: ``create_app(engine, ...)`` and the option types it takes.
+"""The OpenAI-compatible app: ``create_app(engine, AppOptions(...))`` and the option types it
+takes.
 
 The stable import point for apps (``from llmkit.http import create_app``); where the app
 is built inside llmkit may change, this module's names do not.
@@ -8,10 +9,12 @@ from llmkit.serving.options import ServingOptions
 from llmkit.transports.app import create_app
 from llmkit.transports.http.limits import RateLimits
 from llmkit.transports.http.options import AccessOptions, HTTPOptions
-from llmkit.transports.websocket.connection import WebSocketOptions
+from llmkit.transports.options import AppOptions
+from llmkit.transports.websocket.options import WebSocketOptions
 
 __all__ = [
     "AccessOptions",
+    "AppOptions",
     "HTTPOptions",
     "RateLimits",
     "ServingOptions",

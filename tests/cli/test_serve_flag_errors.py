@@ -45,6 +45,10 @@ CASES = {
     "--rate-limit-burst": ["--rate-limit-burst", "5"],
     "--sse-keepalive-s": ["--sse-keepalive-s", "-1"],
     "--data-parallel-size": ["--data-parallel-size", "0"],
+    "--ws-max-requests": ["--ws-max-requests", "0"],
+    "--ws-ping-timeout": ["--ws-ping-timeout", "0"],
+    "--max-request-body-bytes": ["--max-request-body-bytes", "-1"],
+    "--allowed-local-media-path": ["--allowed-local-media-path", "/no/such/dir"],
     "--lora-modules": ["--lora-modules", "a=/some/adapter"],  # without --enable-lora
     "--enable-lora-runtime-updates": ["--enable-lora-runtime-updates"],
 }

@@ -79,7 +79,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.transports.app import create_app
+from llmkit.http import AppOptions, create_app
 
 engine = AsyncEngine(EngineConfig(model=sys.argv[1]))
 
@@ -88,7 +88,7 @@ async def lifespan(app):
     async with engine:
         yield
 
-llm = create_app(engine, served_model_name="mounted", ui=True)
+llm = create_app(engine, AppOptions(ui=True), served_model_name="mounted")
 app = Starlette(routes=[Mount("/llm", app=llm)], lifespan=lifespan)
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 """
@@ -122,8 +122,8 @@ def test_serve_shows_the_page_unless_no_ui(flags, ui, monkeypatch):
     class Started(Exception):
         pass
 
-    def create_app(engine, **kwargs):
-        seen.update(kwargs)
+    def create_app(engine, options, **kwargs):
+        seen["ui"] = options.ui
         raise Started
 
     monkeypatch.setattr(llmkit.cli.serve.command, "bind_sockets", lambda host, port, uds: [])

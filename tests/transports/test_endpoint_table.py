@@ -11,12 +11,14 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.http import create_app
+from llmkit.http import AppOptions, create_app
 from llmkit.models import ModelManager, ModelSettings
 from llmkit.transports.apis import APIS
 from llmkit.transports.endpoints import Api
 from llmkit.transports.server.endpoints import ROUTER
 from serve_helpers import running
+
+LORA_UPDATES_ON = AppOptions(enable_lora_runtime_updates=True)
 
 Operation = tuple[str, str]  # (path as documented, method)
 
@@ -70,7 +72,7 @@ def manager_app(tiny_model) -> Starlette:
     models = ModelManager(
         [ModelSettings.of("tiny", tiny_model), ModelSettings.of("other", tiny_model)]
     )
-    return create_app(models, owns_engine=True, enable_lora_runtime_updates=True)
+    return create_app(models, LORA_UPDATES_ON, owns_engine=True)
 
 
 def test_a_server_of_several_models_documents_exactly_what_it_mounts(manager_app):
@@ -83,7 +85,7 @@ def test_a_server_of_several_models_documents_exactly_what_it_mounts(manager_app
 
 def test_one_model_documents_what_it_mounts_for_its_task(tiny_model):
     engine = AsyncEngine(EngineConfig(model=tiny_model, max_model_len=64))
-    app = create_app(engine, owns_engine=True, enable_lora_runtime_updates=True)
+    app = create_app(engine, LORA_UPDATES_ON, owns_engine=True)
     with running(app) as url:
         operations = documented(url)
         one_model = tuple(api for api in APIS if api is not ROUTER)

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from llmkit import AsyncEngine, EngineConfig
-from llmkit.http import AccessOptions, HTTPOptions, create_app
+from llmkit.http import AccessOptions, AppOptions, HTTPOptions, create_app
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -111,7 +111,9 @@ async def test_mounted_under_a_prefix_with_api_key(engine):
             Mount(
                 "/llm",
                 app=create_app(
-                    engine, access=AccessOptions(api_key=["k1", "k2"]), served_model_name="m"
+                    engine,
+                    AppOptions(access=AccessOptions(api_key=["k1", "k2"])),
+                    served_model_name="m",
                 ),
             )
         ]
@@ -128,7 +130,12 @@ async def test_the_chat_page_is_off_unless_asked_and_needs_no_key(engine):
     async with client_for(create_app(engine)) as client:
         assert (await client.get("/")).status_code == 404
     outer = Starlette(
-        routes=[Mount("/llm", app=create_app(engine, access=AccessOptions(api_key="k"), ui=True))]
+        routes=[
+            Mount(
+                "/llm",
+                app=create_app(engine, AppOptions(access=AccessOptions(api_key="k"), ui=True)),
+            )
+        ]
     )
     async with client_for(outer) as client:
         page = await client.get("/llm/")
@@ -146,7 +153,9 @@ async def test_the_chat_page_is_off_unless_asked_and_needs_no_key(engine):
 @pytest.mark.anyio
 async def test_metrics_count_finished_requests_and_tokens(engine):
     async with client_for(
-        create_app(engine, access=AccessOptions(api_key="k", metrics_require_api_key=True))
+        create_app(
+            engine, AppOptions(access=AccessOptions(api_key="k", metrics_require_api_key=True))
+        )
     ) as client:
         assert (await client.get("/metrics")).status_code == 401
         for _ in range(2):
@@ -191,7 +200,7 @@ async def test_prompts_stay_out_of_the_log_unless_asked(engine, caplog):
     assert "request cmpl-" in caplog.text and secret not in caplog.text
     caplog.clear()
     async with client_for(
-        create_app(engine, http=HTTPOptions(log_prompts=True, max_log_len=10))
+        create_app(engine, AppOptions(http=HTTPOptions(log_prompts=True, max_log_len=10)))
     ) as client:
         await client.post("/v1/completions", json={"prompt": secret, "max_tokens": 1})
     assert repr(secret)[:10] + "..." in caplog.text and secret not in caplog.text
@@ -200,7 +209,7 @@ async def test_prompts_stay_out_of_the_log_unless_asked(engine, caplog):
 @pytest.mark.anyio
 async def test_server_chat_template(engine):
     template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{% endfor %}"
-    async with client_for(create_app(engine, chat_template=template)) as client:
+    async with client_for(create_app(engine, AppOptions(chat_template=template))) as client:
         response = await client.post(
             "/tokenize",
             json={"messages": [{"role": "user", "content": "hi"}], "return_token_strs": True},

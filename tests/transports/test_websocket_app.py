@@ -14,9 +14,9 @@ from starlette.websockets import WebSocketDisconnect
 from llmkit import RequestOutputKind, SamplingParams
 from llmkit.config import EngineConfig
 from llmkit.engine.async_engine import AsyncEngine
-from llmkit.transports.app import create_app
+from llmkit.http import AppOptions, WebSocketOptions, create_app
 from llmkit.transports.http.middleware import ServerLoad
-from llmkit.transports.websocket.connection import Codec, Connection, WebSocketOptions
+from llmkit.transports.websocket.connection import Codec, Connection
 
 OPTIONS = WebSocketOptions(max_message_bytes=1000, idle_timeout_s=0.3)
 
@@ -31,7 +31,7 @@ def engine(tiny_model):
 
 @pytest.fixture
 def client(engine):
-    outer = Starlette(routes=[Mount("/llm", create_app(engine, websocket=OPTIONS))])
+    outer = Starlette(routes=[Mount("/llm", create_app(engine, AppOptions(websocket=OPTIONS)))])
     with TestClient(outer) as client:
         yield client
 

@@ -17,11 +17,11 @@ from llmkit.sampling_params import RequestOutputKind, SamplingParams
 API_KEY_ENV = "LLMKIT_API_KEY"
 
 
-def _flag(name: str) -> str:
+def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _base_type(hint: Any) -> Any:
+def base_type(hint: Any) -> Any:
     """``int | None`` -> int."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
@@ -43,17 +43,18 @@ def add_engine_flags(parser: argparse.ArgumentParser, **defaults: Any) -> None:
     for field in dataclasses.fields(EngineConfig):
         if field.name == "model":
             continue
-        kind = _base_type(hints[field.name])
+        kind = base_type(hints[field.name])
         how: dict[str, Any] = {
             "default": defaults.get(field.name, argparse.SUPPRESS),
             "help": _help(field, defaults.get(field.name, field.default)),
         }
         if typing.get_origin(kind) is dict:
-            group.add_argument(_flag(field.name), type=_json_object, metavar="JSON", **how)
+            group.add_argument(flag_name(field.name), type=_json_object, metavar="JSON", **how)
         elif kind is bool:
-            group.add_argument(_flag(field.name), action=argparse.BooleanOptionalAction, **how)
+            group.add_argument(flag_name(field.name), action=argparse.BooleanOptionalAction, **how)
         else:
-            group.add_argument(_flag(field.name), type=kind, metavar=kind.__name__.upper(), **how)
+            flag, metavar = flag_name(field.name), kind.__name__.upper()
+            group.add_argument(flag, type=kind, metavar=metavar, **how)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -88,11 +89,11 @@ def to_flags(kwargs: dict[str, Any]) -> list[str]:
     flags = []
     for name, value in sorted(kwargs.items()):
         if isinstance(value, bool):
-            flags.append(_flag(name) if value else "--no-" + name.replace("_", "-"))
+            flags.append(flag_name(name) if value else "--no-" + name.replace("_", "-"))
         elif isinstance(value, dict):
-            flags += [_flag(name), json.dumps(value)]
+            flags += [flag_name(name), json.dumps(value)]
         elif value is not None:
-            flags += [_flag(name), str(value)]
+            flags += [flag_name(name), str(value)]
     return flags
 
 

@@ -1,5 +1,5 @@
-"""The engine's one configuration, :class:`EngineConfig` (vLLM's engine arguments), and the
-checks its fields share."""
+"""The engine's one configuration, :class:`EngineConfig` (vLLM's engine arguments), the
+checks its fields share, and ``option()``: a settings field that declares its flag."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,29 @@ from llmkit.serving.errors import OpenAIError, bad_request
 
 if TYPE_CHECKING:
     from llmkit.engine.protocol import EngineProtocol
+
+
+def parse_lora_modules(values: Sequence[str]) -> list[LoRARequest]:
+    """vLLM's ``--lora-modules`` values, ``NAME=PATH`` or ``{"name": ..., "path": ...}``, as
+    LoRARequests with ids 1, 2, ...; a malformed one or a name given twice is a ValueError."""
+    loras: dict[str, LoRARequest] = {}
+    for value in values:
+        if value.lstrip().startswith("{"):
+            try:
+                spec = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{value!r} is not JSON: {exc}") from None
+            name, path = (
+                spec.get(key) if isinstance(spec, dict) else None for key in ("name", "path")
+            )
+        else:
+            name, _, path = value.partition("=")
+        if not isinstance(name, str) or not isinstance(path, str) or not name or not path:
+            raise ValueError(f'{value!r} is not NAME=PATH or {{"name": ..., "path": ...}}')
+        if name in loras:
+            raise ValueError(f"the name {name!r} is given twice")
+        loras[name] = LoRARequest(name, len(loras) + 1, path)
+    return list(loras.values())
 
 
 class ServedLoRAs:

@@ -1,13 +1,36 @@
-"""ServingOptions: how the OpenAI endpoints shape their answers (vLLM's server flags)."""
+"""ServingOptions: how the OpenAI endpoints shape their answers (vLLM's server flags, each
+declared here with its field)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from llmkit.config.option import option
+from llmkit.plugins import REASONING_PARSERS, TOOL_PARSERS, load
 
 ContentFormat = Literal["auto", "string", "openai"]
 CONTENT_FORMATS: tuple[ContentFormat, ...] = ("auto", "string", "openai")
 ReasoningField = Literal["both", "reasoning", "reasoning_content"]
+
+
+def _installed(group: str) -> Callable[[str], str]:
+    """A flag's check that names a plugin of ``group``: loaded now, so that a missing or
+    broken one costs no model loading time."""
+
+    def check(name: str) -> str:
+        load(group, name)
+        return name
+
+    return check
+
+
+def _directory(path: str) -> str:
+    if not os.path.isdir(path):
+        raise ValueError(f"{path!r} is not a directory")
+    return path
 
 
 @dataclass(frozen=True)
@@ -38,18 +61,86 @@ class ServingOptions:
     ``file:`` URLs).
     """
 
-    chat_template_content_format: ContentFormat = "auto"
-    response_role: str = "assistant"
-    return_tokens_as_token_ids: bool = False
-    force_include_usage: bool = False
-    prompt_tokens_details: bool = False
-    tool_call_parser: str | None = None
-    enable_auto_tool_choice: bool = False
-    reasoning_parser: str | None = None
-    reasoning_field: ReasoningField = "both"
-    structured_outputs_compile_timeout_s: float = 5.0
-    allowed_media_domains: tuple[str, ...] = ()
-    allowed_local_media_path: str | None = None
+    chat_template_content_format: ContentFormat = option(
+        "auto",
+        group="answers",
+        help="how list-of-parts message content reaches the chat template: 'string' joins "
+        "the text parts, 'openai' passes [{'type': 'text', 'text': ...}], 'auto' picks "
+        "'openai' if the template loops over a message's content (default: auto)",
+    )
+    response_role: str = option(
+        "assistant",
+        group="answers",
+        help="the role of the generated chat message and the first stream delta "
+        "(default: assistant)",
+    )
+    return_tokens_as_token_ids: bool = option(
+        False, group="answers", help="name logprob tokens 'token_id:N' instead of their text"
+    )
+    force_include_usage: bool = option(
+        False,
+        name="--enable-force-include-usage",
+        group="answers",
+        help="end every stream with a usage chunk, even when stream_options did not ask",
+    )
+    prompt_tokens_details: bool = option(
+        False,
+        name="--enable-prompt-tokens-details",
+        group="answers",
+        help="add usage.prompt_tokens_details.cached_tokens (prompt tokens found in the "
+        "prefix cache)",
+    )
+    tool_call_parser: str | None = option(
+        None,
+        group="plugins",
+        metavar="NAME",
+        parse=_installed(TOOL_PARSERS),
+        help="the llmkit.tool_parsers plugin that reads tool calls in the output (built in: "
+        "hermes, llama3_json, mistral, pythonic, qwen3_coder, openai, deepseek_v31, glm45, "
+        "kimi_k2)",
+    )
+    enable_auto_tool_choice: bool = option(
+        False,
+        group="plugins",
+        help='let the model decide to call tools (tool_choice "auto", the default when a '
+        "request has tools); needs --tool-call-parser",
+    )
+    reasoning_parser: str | None = option(
+        None,
+        group="plugins",
+        metavar="NAME",
+        parse=_installed(REASONING_PARSERS),
+        help="the llmkit.reasoning_parsers plugin that moves reasoning out of the content "
+        "(built in: deepseek_r1, qwen3, openai)",
+    )
+    reasoning_field: ReasoningField = option(
+        "both",
+        group="plugins",
+        help="the chat answer's field(s) for the reasoning: reasoning (vLLM's current name), "
+        "reasoning_content (DeepSeek's and older vLLM's), or both (default)",
+    )
+    structured_outputs_compile_timeout_s: float = option(
+        5.0,
+        group="plugins",
+        metavar="S",
+        help="how long a request's JSON schema, regex or grammar may take to compile (off "
+        "the event loop) before the request is a 400 (default: 5)",
+    )
+    allowed_media_domains: tuple[str, ...] = option(
+        (),
+        group="media",
+        nargs="+",
+        metavar="HOST",
+        help="hosts whose http(s) image URLs the server fetches (exact names; default: none)",
+    )
+    allowed_local_media_path: str | None = option(
+        None,
+        group="media",
+        metavar="DIR",
+        parse=_directory,
+        help="a directory that file: image URLs may read from (default: none)",
+    )
+    # Settings for apps only; the server keeps their defaults.
     media_fetch_timeout_s: float = 10.0
     max_media_bytes: int = 20 * 1024 * 1024
 

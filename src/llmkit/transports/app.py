@@ -23,13 +23,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, WebSocketRoute
 
 from llmkit.engine.protocol import EngineProtocol
-from llmkit.lora_request import LoRARequest
 from llmkit.manager.manager import ModelManager
 from llmkit.serving.context import ServingContext
 from llmkit.serving.lora import ServedLoRAs
 from llmkit.serving.metrics import ServerMetrics
 from llmkit.serving.models_metrics import ModelsCollector
-from llmkit.serving.options import ServingOptions
 from llmkit.transports.anthropic.endpoints import ANTHROPIC
 from llmkit.transports.anthropic.routes import AnthropicRoutes
 from llmkit.transports.apis import PUBLIC_PATHS, error_shape, served
@@ -37,7 +35,7 @@ from llmkit.transports.endpoints import routes as api_routes
 from llmkit.transports.http.answers import ERROR_HANDLERS
 from llmkit.transports.http.body import RequestBodyLimitMiddleware
 from llmkit.transports.http.jobs import Jobs
-from llmkit.transports.http.limits import RateLimitMiddleware, RateLimits
+from llmkit.transports.http.limits import RateLimitMiddleware
 from llmkit.transports.http.middleware import (
     ApiKeyMiddleware,
     ApiKeys,
@@ -45,58 +43,36 @@ from llmkit.transports.http.middleware import (
     RequestContextMiddleware,
     ServerLoad,
 )
-from llmkit.transports.http.options import AccessOptions, HTTPOptions
 from llmkit.transports.http.ui import PAGE_PATHS, ui_routes
 from llmkit.transports.llamacpp import LLAMACPP, LlamaCppRoutes
 from llmkit.transports.ollama import OLLAMA, OllamaRoutes
 from llmkit.transports.openai.endpoints import LORA_UPDATES, OPENAI
 from llmkit.transports.openai.routes import OpenAIRoutes
 from llmkit.transports.openapi.document import openapi_document
+from llmkit.transports.options import AppOptions
 from llmkit.transports.server.endpoints import ROUTER, SERVER
 from llmkit.transports.server.router import ModelRoutes
 from llmkit.transports.server.routes import ServerRoutes
-from llmkit.transports.websocket.endpoint import WebSocketEndpoint, WebSocketOptions
+from llmkit.transports.websocket.endpoint import WebSocketEndpoint
 
 
 def create_app(
     engine: EngineProtocol | ModelManager,
+    options: AppOptions | None = None,
     *,
     served_model_name: str | Sequence[str] | None = None,
-    chat_template: str | None = None,
     owns_engine: bool = False,
-    ui: bool = False,
-    options: ServingOptions | None = None,
-    access: AccessOptions | None = None,
-    http: HTTPOptions | None = None,
-    websocket: WebSocketOptions | None = None,
-    rate_limits: RateLimits | None = None,
-    middleware: Sequence[Middleware | Callable[..., Any]] = (),
-    lora_modules: Sequence[LoRARequest] = (),
-    enable_lora_runtime_updates: bool = False,
 ) -> Starlette:
     """The OpenAI routes for ``engine``, or for each model of a :class:`ModelManager`
     (requests name theirs in ``model``; ``POST /models/load`` and ``/models/unload`` too).
 
     Parameters:
 
+    * ``options``: how the app serves it (:class:`AppOptions`: chat template, chat page,
+      answers, keys and CORS, HTTP limits, WebSocket limits, rate limits, middleware, LoRA
+      adapters); its defaults answer as OpenAI's API does, without the chat page.
     * ``served_model_name``: the name(s) clients use (default: the engine's model).
-    * ``chat_template``: the template text for models without one, or to replace theirs.
     * ``owns_engine``: start the engine with the app's lifespan and shut it down after.
-    * ``ui``: serve the chat page at ``/`` (it talks to ``/v1/models`` and ``/v1/ws``).
-    * ``options``: how the answers are shaped (:class:`ServingOptions`).
-    * ``access``: API keys and CORS (:class:`AccessOptions`).
-    * ``http``: body limits, stream keep-alives, load tracking, request logs
-      (:class:`HTTPOptions`).
-    * ``websocket``: the limits of the ``/v1/ws`` endpoint (:class:`WebSocketOptions`).
-    * ``rate_limits``: limits per API key, 429 over one (:class:`RateLimits`).
-    * ``middleware``: Starlette ``Middleware`` objects, ASGI middleware classes or
-      factories (called with the app), or ``async def dispatch(request, call_next)``
-      functions, wrapped around everything in the order given, as ``app.add_middleware``
-      calls would (the last one is outermost).
-    * ``lora_modules``: LoRA adapters clients name in ``model`` (the engine needs
-      ``enable_lora``; ``llmkit serve`` checks each with ``engine.add_lora`` before serving);
-      ``enable_lora_runtime_updates`` adds ``POST /v1/load_lora_adapter`` and
-      ``/v1/unload_lora_adapter`` (``{"lora_name", "lora_path"}``), as vLLM has them.
 
     The serving context is ``app.state.serving``: set its ``draining`` to refuse new work
     (``/readyz`` and ``/health`` then answer 503); ``app.state.load.in_flight`` counts the
@@ -108,8 +84,8 @@ def create_app(
     ``--shutdown-timeout``). A mounted app has no lifespan: the outer app's server does it,
     before it cancels what still runs.
     """
-    access = access or AccessOptions()
-    http = http or HTTPOptions()
+    options = options or AppOptions()
+    access, http = options.access, options.http
     models = engine if isinstance(engine, ModelManager) else None
     if models is not None:
         names = models.names
@@ -123,12 +99,12 @@ def create_app(
     ctx = ServingContext(
         engine=engine,
         model_names=names,
-        chat_template=chat_template,
+        chat_template=options.chat_template,
         log_prompts=http.log_prompts,
         max_log_len=http.max_log_len,
         metrics=metrics,
-        options=options or ServingOptions(),
-        loras=ServedLoRAs(lora_modules, enable_lora_runtime_updates),
+        options=options.serving,
+        loras=ServedLoRAs(options.lora_modules, options.enable_lora_runtime_updates),
         models=models,
     )
     load = ServerLoad()
@@ -151,11 +127,11 @@ def create_app(
     routes: list[BaseRoute] = []
     for api in served(ctx):
         routes += api_routes(api, handlers[api.name])
-    ws = WebSocketEndpoint(ctx, keys, origins, websocket or WebSocketOptions(), load)
+    ws = WebSocketEndpoint(ctx, keys, origins, options.websocket, load)
     routes.append(WebSocketRoute("/v1/ws", ws.handle))
-    if ui:
+    if options.ui:
         routes += ui_routes()
-    stack = [_as_middleware(item) for item in reversed(middleware)]
+    stack = [_as_middleware(item) for item in reversed(options.middleware)]
     if origins:
         stack.append(
             Middleware(
@@ -176,7 +152,7 @@ def create_app(
         )
     )
     # Probes and the API's description need no key, as load balancers and tools read them.
-    probes = PUBLIC_PATHS | (PAGE_PATHS if ui else set())
+    probes = PUBLIC_PATHS | (PAGE_PATHS if options.ui else set())
     if keys:
         # Load balancers probe /load as they probe /metrics: without a key unless told.
         open_paths = probes if access.metrics_require_api_key else probes | {"/metrics", "/load"}
@@ -189,11 +165,11 @@ def create_app(
             )
         )
         server.open_paths = frozenset(open_paths)
-    if rate_limits is not None and rate_limits.enabled:
+    if options.rate_limits.enabled:
         stack.append(
             Middleware(
                 RateLimitMiddleware,
-                limits=rate_limits,
+                limits=options.rate_limits,
                 open_paths=frozenset(probes | {"/metrics", "/load"}),
                 on_limit=lambda key, limit: metrics.rate_limited.labels(key, limit).inc(),
             )

@@ -1,5 +1,6 @@
 """``llmkit serve``: the command (command.py) and its parts: the server's flags
-(server_flags.py) and their wiring into the app's options (setup.py), the models it serves
+(server_flags.py: the option classes' fields, made flags by cli/options.py) and the checks
+that turn them into the app's and uvicorn's settings (setup.py), the models it serves
 (models.py), its sockets (listen.py), draining on SIGTERM (drain.py), gRPC beside or instead of
 HTTP (grpc.py)."""
 

@@ -7,28 +7,19 @@ import atexit
 import gc
 import os
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import uvicorn
 
 from llmkit.cli.flags import API_KEY_ENV, add_engine_flags, engine_config, engine_kwargs
+from llmkit.cli.options import from_flags
 from llmkit.cli.serve.drain import DrainingServer
 from llmkit.cli.serve.grpc import GrpcBesideHTTP, add_grpc_flags, grpc_server, serve_grpc_only
 from llmkit.cli.serve.listen import bind_sockets, listen
 from llmkit.cli.serve.models import add_models_flags, model_manager
-from llmkit.cli.serve.server_flags import add_server_flags
-from llmkit.cli.serve.setup import (
-    access_options,
-    apply_log_config,
-    chat_template,
-    http_options,
-    load_middleware,
-    lora_modules,
-    rate_limits,
-    serving_options,
-    tls_settings,
-    websocket_settings,
-)
+from llmkit.cli.serve.server_flags import ProcessOptions, add_server_flags
+from llmkit.cli.serve.setup import app_options, apply_log_config, uvicorn_settings
 
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig
@@ -57,32 +48,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--uds", help="listen on this unix socket instead of host:port")
     serve.add_argument("--root-path", default="", help="the path prefix a proxy serves this under")
     serve.add_argument("--served-model-name", nargs="+", help="the model name(s) clients use")
-    serve.add_argument(
-        "--api-key",
-        action="append",
-        help=f"require this key (repeatable; or set {API_KEY_ENV})",
-    )
-    serve.add_argument(
-        "--metrics-require-api-key", action="store_true", help="protect /metrics too"
-    )
-    serve.add_argument(
-        "--chat-template",
-        help="an installed chat template's name (llmkit.chat_templates plugins, e.g. chatml), "
-        "a template file, or the template itself",
-    )
-    serve.add_argument(
-        "--allowed-origins", action="append", help="CORS origins (repeatable or comma-separated)"
-    )
-    serve.add_argument("--allowed-methods", action="append", help="CORS methods (default: all)")
-    serve.add_argument("--allowed-headers", action="append", help="CORS headers (default: all)")
-    serve.add_argument("--allow-credentials", action="store_true", help="CORS: allow credentials")
-    serve.add_argument("--log-prompts", action="store_true", help="log prompts (off by default)")
-    serve.add_argument("--max-log-len", type=int, help="cut logged prompts to this many characters")
-    serve.add_argument(
-        "--no-ui",
-        action="store_true",
-        help="do not serve the chat page at / (the API routes stay)",
-    )
+    add_server_flags(serve)
     serve.add_argument(
         "--shutdown-timeout",
         type=float,
@@ -95,7 +61,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         choices=["debug", "info", "warning", "error"],
         help="the server's log level (default: info)",
     )
-    add_server_flags(serve)
     add_models_flags(serve)
     add_grpc_flags(serve)
     add_engine_flags(serve)
@@ -107,17 +72,11 @@ def serve_command(args: argparse.Namespace) -> int:
 
     keys = args.api_key or ([os.environ[API_KEY_ENV]] if os.environ.get(API_KEY_ENV) else None)
     # Every flag is checked before the model loads, so a typo costs no loading time.
-    if args.log_config_file:
-        apply_log_config(args.log_config_file)
-    tls = tls_settings(args)
-    middleware = load_middleware(args.middleware)
-    options = serving_options(args)
-    websocket, ws_settings = websocket_settings(args)
-    template = chat_template(args.chat_template)
-    limits = rate_limits(args)
-    loras = lora_modules(args)
-    http = http_options(args)
-    access = access_options(args, keys)
+    process = from_flags(ProcessOptions, args)
+    if process.log_config_file:
+        apply_log_config(process.log_config_file)
+    options = app_options(args, keys)
+    uvicorn_extra = uvicorn_settings(process, options.websocket.max_message_bytes)
     manager = model_manager(args)
     if manager is not None and (args.grpc or args.grpc_port is not None):
         raise SystemExit("llmkit serve: error: several models are served over HTTP only, not gRPC")
@@ -137,27 +96,18 @@ def serve_command(args: argparse.Namespace) -> int:
     sockets = bind_sockets(args.host, args.port, args.uds)
     if manager is None:
         engine, name = _served_engine(args, engine_settings)
-        _check_loras(engine, loras, args.served_model_name or [name])
+        _check_loras(engine, options.lora_modules, args.served_model_name or [name])
     app = create_app(
         engine if manager is None else manager,
+        options,
         served_model_name=args.served_model_name or ([name] if manager is None else None),
-        chat_template=template,
         owns_engine=True,
-        ui=not args.no_ui,
-        options=options,
-        access=access,
-        http=http,
-        websocket=websocket,
-        rate_limits=limits,
-        middleware=middleware,
-        lora_modules=loras,
-        enable_lora_runtime_updates=args.enable_lora_runtime_updates,
     )
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG
-    log_level = args.uvicorn_log_level or args.log_level
-    if args.log_config_file:
+    log_level = process.uvicorn_log_level or args.log_level
+    if process.log_config_file:
         # Applied before the model loaded; uvicorn's default config would replace it.
-        log_config, log_level = None, args.uvicorn_log_level
+        log_config, log_level = None, process.uvicorn_log_level
     server_config = uvicorn.Config(
         app,
         host=args.host,
@@ -169,8 +119,7 @@ def serve_command(args: argparse.Namespace) -> int:
         lifespan="on",
         log_config=log_config,
         log_level=log_level,
-        **tls,
-        **ws_settings,
+        **uvicorn_extra,
     )
     _freeze_startup_heap()
     listen(sockets, server_config.backlog)
@@ -208,8 +157,6 @@ def _engine_settings(args: argparse.Namespace) -> EngineConfig | None:
     if args.engine_socket is None:
         if not args.model:
             raise SystemExit("llmkit serve: error: give a MODEL, or --engine-socket PATH")
-        if args.data_parallel_size < 1:
-            raise SystemExit("llmkit serve: error: --data-parallel-size: must be >= 1")
         return engine_config(args.model, args)
     if args.data_parallel_size > 1 or args.ray_address:
         raise SystemExit(
@@ -249,7 +196,7 @@ def _served_engine(
     return create_engine(engine_socket=args.engine_socket), info.name
 
 
-def _check_loras(engine: EngineProtocol, loras: list[LoRARequest], names: list[str]) -> None:
+def _check_loras(engine: EngineProtocol, loras: Sequence[LoRARequest], names: list[str]) -> None:
     """Each adapter read and checked against the loaded model, before the port opens."""
     import anyio
 

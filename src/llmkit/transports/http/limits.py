@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from llmkit.config.option import option
 from llmkit.serving.errors import OpenAIError
 from llmkit.transports.http.middleware import header, route_path, send_error
 
@@ -35,14 +36,35 @@ class RateLimits:
 
     ``max_concurrent``: requests of one key in flight at once; ``requests_per_second``: the
     refill rate of the key's token bucket, which holds ``burst`` requests (default: one
-    second's worth, at least 1).
+    second's worth, at least 1; a burst needs a rate).
     """
 
-    max_concurrent: int | None = None
-    requests_per_second: float | None = None
-    burst: int | None = None
+    max_concurrent: int | None = option(
+        None,
+        name="--rate-limit-concurrency",
+        group="limits",
+        metavar="N",
+        help="the most requests one API key may have in flight at once (default: no limit)",
+    )
+    requests_per_second: float | None = option(
+        None,
+        name="--rate-limit-rps",
+        group="limits",
+        metavar="RATE",
+        help="the requests per second one API key may make, as a token bucket (default: no limit)",
+    )
+    burst: int | None = option(
+        None,
+        name="--rate-limit-burst",
+        group="limits",
+        metavar="N",
+        help="the requests a key may make at once before --rate-limit-rps applies "
+        "(default: one second's worth)",
+    )
 
     def __post_init__(self) -> None:
+        if self.burst is not None and self.requests_per_second is None:
+            raise ValueError("burst needs requests_per_second")
         if self.max_concurrent is not None and self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
         if self.requests_per_second is not None and not self.requests_per_second > 0:

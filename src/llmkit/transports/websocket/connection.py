@@ -53,6 +53,7 @@ from llmkit.serving.openai.responses import ResponsesJob
 from llmkit.serving.shutdown import shutting_down
 from llmkit.serving.stream import Emit
 from llmkit.transports.http.middleware import ServerLoad
+from llmkit.transports.websocket.options import WebSocketOptions
 
 logger = logging.getLogger(__name__)
 
@@ -60,21 +61,6 @@ logger = logging.getLogger(__name__)
 CLOSE_TOO_BIG = 1009
 
 Frame = str | bytes
-
-
-@dataclass(frozen=True)
-class WebSocketOptions:
-    """Limits of the ``/v1/ws`` endpoint.
-
-    Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``):
-    they find dead peers. ``idle_timeout_s`` closes a connection that sent nothing and had
-    no request in flight for that long.
-    """
-
-    max_connections: int = 256
-    max_requests_per_connection: int = 128
-    max_message_bytes: int = 4 * 1024 * 1024
-    idle_timeout_s: float = 300.0
 
 
 class Codec:

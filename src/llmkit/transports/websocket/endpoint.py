@@ -19,9 +19,10 @@ from llmkit.protocol.websocket import BEARER_PREFIX, JSON_PROTOCOL, MSGPACK_PROT
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError
 from llmkit.transports.http.middleware import ApiKeys, ServerLoad
-from llmkit.transports.websocket.connection import Codec, Connection, WebSocketOptions
+from llmkit.transports.websocket.connection import Codec, Connection
+from llmkit.transports.websocket.options import WebSocketOptions
 
-__all__ = ["WebSocketEndpoint", "WebSocketOptions"]
+__all__ = ["WebSocketEndpoint"]
 
 # Close code (RFC 6455): try again later (too many connections).
 CLOSE_TRY_AGAIN_LATER = 1013
