@@ -71,3 +71,28 @@ def test_the_top_level_holds_only_public_import_points():
     }
     modules = {path.stem for path in SRC.glob("*.py")} - {"__init__"}
     assert sorted(modules - homes - documented) == []
+
+
+# The folders of tests/ that are not a package of the tree, and what they hold.
+NOT_PACKAGES = {
+    "data": "files the tests read",
+    "docs": "the documentation site",
+    "examples": "the examples/ folder",
+    "gpu": "the CUDA paths, run where a GPU is",
+}
+
+
+def test_the_tests_are_laid_out_as_the_source():
+    """A folder of tests is the package it tests, at the same path (tests/engine/core/ for
+    llmkit/engine/core/); a test at the top tests a top-level module or the whole tree."""
+    tests = Path(__file__).parent
+    folders = (d.relative_to(tests) for d in tests.rglob("*") if d.is_dir())
+    strays = [
+        str(d)
+        for d in folders
+        if "__pycache__" not in d.parts
+        and d.parts[0] not in NOT_PACKAGES
+        and not (SRC / d / "__init__.py").is_file()
+    ]
+    assert strays == []
+
