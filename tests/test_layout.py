@@ -95,4 +95,3 @@ def test_the_tests_are_laid_out_as_the_source():
         and not (SRC / d / "__init__.py").is_file()
     ]
     assert strays == []
-

@@ -75,12 +75,13 @@ def test_a_decode_step_equals_the_layers_run_as_modules(model_factory, spec, qua
     llm.close()
 
 
-def kernel_against_modules(runner) -> torch.Tensor:
-    """Four requests' decode step through the kernel against the same step with the kernel
-    off: each row's relative error."""
+def kernel_against_modules(runner, step: list[SeqInput] | None = None) -> torch.Tensor:
+    """A step (by default four requests' decodes, after their prompts) through the kernel
+    against the same step with the kernel off: each row's relative error."""
     fused = runner.model.model.fused_decode
-    prefill_all(runner)
-    step = decodes([11, 12, 13, 14], len(runner.kv_layout.windows))
+    if step is None:
+        prefill_all(runner)
+        step = decodes([11, 12, 13, 14], len(runner.kv_layout.windows))
     fused.enabled = False
     expected = runner.execute(step).clone()
     fused.enabled = True
@@ -93,8 +94,9 @@ def kernel_against_modules(runner) -> torch.Tensor:
 def test_a_decode_row_is_the_same_whether_or_not_its_step_has_a_prefill(
     model_factory, quantization
 ):
-    """Bit for bit: in a mixed step the decodes still go to the kernel, the prefill through
-    the modules, so a request's tokens never depend on what shares its step."""
+    """Bit for bit: a decode row's numbers (its attention's spans too) follow its own
+    length, not the step's, and a prefill's rows are a row each, so a request's tokens never
+    depend on what shares its step."""
     llm, runner = runner_of(model_factory("llama"), quantization)
     prefill_all(runner)
     alone = runner.execute(decodes([21, 22, 23]))
@@ -103,6 +105,37 @@ def test_a_decode_row_is_the_same_whether_or_not_its_step_has_a_prefill(
     assert torch.equal(mixed[[0, 1, 19]], alone)
     # and the prefill's rows are what it computes alone
     assert torch.equal(mixed[2:19], runner.execute([prefill]))
+    llm.close()
+
+
+@pytest.mark.parametrize("quantization", ["w4a8", "w8a8"])
+def test_a_prompt_step_equals_the_layers_run_as_modules(model_factory, quantization):
+    """Four prompts in one step through the kernel, each row a causal query over the keys
+    its chunk wrote (a row seeing a later key, or missing its own, is off by O(1)), against
+    the modules; the rows agree to ~1e-3 (as a decode step's: a rounding flip moves a row,
+    and the rows after it in its prompt, by ~1e-2 at most)."""
+    llm, runner = runner_of(model_factory("qwen3"), quantization)
+    err = kernel_against_modules(runner, [SeqInput(i, 0, b) for (i, _), b in zip(PROMPTS, BLOCKS)])
+    assert err.max().item() < 5e-2 and err.median().item() < 1e-4, err
+    llm.close()
+
+
+def test_a_prompt_past_the_kernels_context_runs_its_modules(model_factory, monkeypatch):
+    """A chunk whose context is longer than PREFILL_CONTEXT goes through the modules (its
+    rows attend faster batched); a shorter one and the decodes beside it, the kernel."""
+    llm, runner = runner_of(model_factory("llama"))
+    prefill_all(runner)
+    monkeypatch.setattr(llama_fused, "PREFILL_CONTEXT", 10)
+    model = runner.model.model
+    ran: list[int] = []
+    run_layers = model.run_layers
+    monkeypatch.setattr(
+        model, "run_layers", lambda x, ctx: ran.append(len(x)) or run_layers(x, ctx)
+    )
+    long = SeqInput(list(range(30, 47)), 0, BLOCKS[3])
+    short = SeqInput([5, 6], 0, BLOCKS[2])
+    runner.execute([*decodes([21, 22])[:2], short, long])
+    assert ran == [17]  # the long prompt's rows alone
     llm.close()
 
 
@@ -140,15 +173,7 @@ def test_attention_specs_norms_and_activations_of_other_families(model_factory):
         norm.weight.data = 1 + 0.3 * torch.randn(hidden)
         setattr(second, name, norm)
     second.mlp.act = GeluTanhAndMul()
-    fused = model.fused_decode
-    prefill_all(runner)
-    step = decodes([11, 12, 13, 14], len(runner.kv_layout.windows))
-    fused.enabled = False
-    expected = runner.execute(step).clone()
-    fused.enabled = True
-    got = runner.execute(step)
-    assert fused._plan is not None
-    err = (got - expected).norm(dim=-1) / expected.norm(dim=-1)
+    err = kernel_against_modules(runner)
     assert err.max().item() < 1e-2, err
     llm.close()
 

@@ -96,10 +96,13 @@ def test_a_decode_step_equals_the_layers_run_as_modules(moe_file, variant):
     llm.close()
 
 
-def test_greedy_tokens_and_logprobs_are_the_modules(moe_file):
+def test_greedy_tokens_and_logprobs_are_the_modules(moe_file, monkeypatch):
     """Six requests decoding together, 12 tokens each: the same greedy tokens, and their
     logprobs the modules' (where a rounding flip as above moved a request's KV, within
-    5e-2 from there on; the most of them within 1e-4)."""
+    5e-2 from there on; the most of them within 1e-4). The prompts run through the modules
+    both times (a prompt's rounding flips would move its KV before the decodes begin: the
+    kernel's prompt rows are held to the modules' in test_llama_fused.py)."""
+    monkeypatch.setattr(llama_fused, "PREFILL_CONTEXT", 0)
     llm, runner = _runner(moe_file, "qwen3")
     fused = runner.model.model.fused_decode
     params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True, logprobs=0)

@@ -55,7 +55,8 @@ typedef struct { /* scratch for one call, M rows */
     float *scores, *slots; /* slots: a float16 slot row widened, per thread */
     int64_t score_stride;
     float *parts;  /* attention's parts: [M, spans, part_size] */
-    int64_t spans; /* of each row's slots (paged_attend.h) */
+    int64_t spans;   /* the most of a row's slots (paged_attend.h) */
+    int64_t threads; /* asked for, which a row's spans follow */
     MoeWork moe;
     float *q; /* a gated attention's queries, without their gates */
     GdnWork gdn;
@@ -140,16 +141,20 @@ static void attention_mix(const Model *mdl, const Layer *L, const int64_t *posit
     /* Items of (row, span of its slots), then each row's parts merged. */
     const PagedKV kv = {L->k_cache, L->v_cache, mdl->kv_half, mdl->block_size, NH, NKV, D,
                         mdl->block_size * NKV * D, L->scale, L->window, L->softcap, L->sinks};
-    const int64_t spans = w->spans, size = part_size(&kv);
+    /* A row's spans follow its own length (not the step's longest row's), so that its
+     * numbers are the same whatever shares its step. */
+    const int64_t spans = w->spans, size = part_size(&kv), nt = w->threads;
     for (int64_t j = i; j < M * spans; j += n) {
-        const int64_t m = j / spans;
+        const int64_t m = j / spans, its = spans_for(nt, seq_lens[m]);
+        if (j % spans >= its) continue;
         const float *q = L->gated ? w->q + m * attn_n : w->qkv + m * qkv_n;
-        attend_part(&kv, q, tables + m * width, seq_lens[m], j % spans, spans, score,
+        attend_part(&kv, q, tables + m * width, seq_lens[m], j % spans, its, score,
                     w->slots + i * NKV * D, w->parts + j * size);
     }
 #pragma omp barrier
     for (int64_t m = m0; m < m1; m++)
-        merge_parts(&kv, w->parts + m * spans * size, spans, size, w->attn + m * attn_n);
+        merge_parts(&kv, w->parts + m * spans * size, spans_for(nt, seq_lens[m]), size,
+                    w->attn + m * attn_n);
     /* The rows merged here are this thread's own in the phases below, up to the barrier. */
     for (int64_t m = m0; L->gated && m < m1; m++) /* each output times its gate's sigmoid */
         for (int64_t h = 0; h < NH; h++) {
@@ -249,6 +254,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         NH * (longest + 1),
         malloc(sizeof(float) * (size_t)(M * spans * NH * (2 + D))),
         spans,
+        nt,
         {0},
         malloc(sizeof(float) * (size_t)(M * NH * D)),
         {NULL, NULL, heads ? malloc(sizeof(float) * (size_t)(M * 2 * heads)) : NULL},
