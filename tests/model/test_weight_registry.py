@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from llmkit.config.engine import QUANTIZATIONS
+from llmkit.config.checks import QUANTIZATIONS
 from llmkit.kernels.cpu import SOURCES, build
 from llmkit.model.layers.native import NativeLinear
 from llmkit.model.layers.quant import quantized_linear

@@ -6,17 +6,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmkit.config.checks import at_least, choice, positive, speculative_settings
-
-_DTYPES = ("auto", "float32", "float16", "bfloat16")
-_DEVICES = ("auto", "cpu", "cuda")
-_BACKENDS = ("auto", "torch", "triton")
-_TASKS = ("auto", "generate", "embed")
-_MODALITIES = ("image",)
-QUANTIZATIONS = ("int8", "int4", "w8a8", "w4a8")
-_INT4_GROUP_SIZES = (32, 64, 128, 256)
-# vLLM V1's default: as many as fit in the context.
-_DEFAULT_IMAGE_LIMIT = 999
+from llmkit.config.checks import (
+    BACKENDS,
+    DEFAULT_IMAGE_LIMIT,
+    DEVICES,
+    DTYPES,
+    INT4_GROUP_SIZES,
+    TASKS,
+    check_engine_config,
+)
 
 
 @dataclass
@@ -36,7 +34,7 @@ class EngineConfig:
     dtype: str = field(
         default="auto",
         metadata={
-            "help": f"the weights' data type, one of {', '.join(_DTYPES)}; auto: float32 on "
+            "help": f"the weights' data type, one of {', '.join(DTYPES)}; auto: float32 on "
             "CPU; on GPU bfloat16 for bfloat16 checkpoints, else float16. A GGUF file on CPU "
             "with auto (and no quantization) keeps its quantized tensors as they are where "
             "their type has a kernel (Q4_0/1, Q5_0/1, Q8_0, Q4_K, Q5_K, Q6_K) and dequantizes "
@@ -46,7 +44,7 @@ class EngineConfig:
     kv_cache_dtype: str = field(
         default="auto",
         metadata={
-            "help": f"the KV cache's data type, one of {', '.join(_DTYPES)}; auto: float16 for "
+            "help": f"the KV cache's data type, one of {', '.join(DTYPES)}; auto: float16 for "
             "a quantized model on CPU (half float32's memory for as many tokens), else the "
             "model's dtype"
         },
@@ -112,7 +110,7 @@ class EngineConfig:
     device: str = field(
         default="auto",
         metadata={
-            "help": f"where the model runs, one of {', '.join(_DEVICES)}; auto: cuda if there "
+            "help": f"where the model runs, one of {', '.join(DEVICES)}; auto: cuda if there "
             "is a GPU, else cpu"
         },
     )
@@ -144,7 +142,7 @@ class EngineConfig:
     attention_backend: str = field(
         default="auto",
         metadata={
-            "help": f"the attention implementation, one of {', '.join(_BACKENDS)}; auto is "
+            "help": f"the attention implementation, one of {', '.join(BACKENDS)}; auto is "
             "triton on GPU and torch on CPU"
         },
     )
@@ -167,7 +165,7 @@ class EngineConfig:
     task: str = field(
         default="auto",
         metadata={
-            "help": f"what the model serves, one of {', '.join(_TASKS)}; auto is embed for "
+            "help": f"what the model serves, one of {', '.join(TASKS)}; auto is embed for "
             "encoder-only models, else generate"
         },
     )
@@ -234,7 +232,7 @@ class EngineConfig:
         metadata={
             "help": "int4's and w4a8's group size: input columns sharing one scale and "
             "zero, one of "
-            + ", ".join(map(str, _INT4_GROUP_SIZES))
+            + ", ".join(map(str, INT4_GROUP_SIZES))
             + " (capped at a layer's input size)"
         },
     )
@@ -242,7 +240,7 @@ class EngineConfig:
         default=None,
         metadata={
             "help": "the most multimodal items one prompt may hold, per modality, as JSON: "
-            f'{{"image": 2}} (default: {_DEFAULT_IMAGE_LIMIT} images, as many as '
+            f'{{"image": 2}} (default: {DEFAULT_IMAGE_LIMIT} images, as many as '
             "max_model_len holds)"
         },
     )
@@ -257,68 +255,12 @@ class EngineConfig:
     )
 
     def __post_init__(self) -> None:
-        if not self.model:
-            raise ValueError("model must be a model directory or a known model name, got ''")
-        choice("dtype", self.dtype, _DTYPES)
-        choice("kv_cache_dtype", self.kv_cache_dtype, _DTYPES)
-        choice("device", self.device, _DEVICES)
-        choice("attention_backend", self.attention_backend, _BACKENDS)
-        choice("task", self.task, _TASKS)
-        at_least("max_num_seqs", self.max_num_seqs, 1)
-        at_least("max_logprobs", self.max_logprobs, 0)
-        at_least("tensor_parallel_size", self.tensor_parallel_size, 1)
-        if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128):
-            raise ValueError(
-                f"block_size must be a power of two from 1 to 128, got {self.block_size}"
-            )
-        at_least("max_model_len", self.max_model_len, 1, None)
-        at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1, None)
-        at_least("num_kv_blocks", self.num_kv_blocks, 1, None)
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(
-                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
-            )
-        at_least("max_queued_requests", self.max_queued_requests, 1, None)
-        at_least("max_queued_tokens", self.max_queued_tokens, 1, None)
-        at_least("max_loras", self.max_loras, 1)
-        at_least("max_lora_rank", self.max_lora_rank, 1)
-        if self.async_scheduling and self.tensor_parallel_size > 1:
-            # The workers read each step's token ids from the host.
-            raise ValueError("async_scheduling does not work with tensor_parallel_size > 1")
-        if self.enable_lora and self.tensor_parallel_size > 1:
-            # The LoRA slices are sized from the whole projection, not a rank's shard of it.
-            raise ValueError("enable_lora does not work with tensor_parallel_size > 1 yet")
-        if self.quantization is not None:
-            choice("quantization", self.quantization, QUANTIZATIONS)
-            if self.tensor_parallel_size > 1:
-                raise ValueError("quantization does not work with tensor_parallel_size > 1 yet")
-        if self.quantization_group_size not in _INT4_GROUP_SIZES:
-            raise ValueError(
-                "quantization_group_size must be one of "
-                f"{', '.join(map(str, _INT4_GROUP_SIZES))}, got {self.quantization_group_size!r}"
-            )
-        positive("max_queue_wait_s", self.max_queue_wait_s, unset=None)
-        positive("watchdog_timeout_s", self.watchdog_timeout_s)
-        positive("cpu_kv_cache_gib", self.cpu_kv_cache_gib)
-        positive("prompt_cache_gib", self.prompt_cache_gib, zero=True)
-        positive("prompt_cache_disk_gib", self.prompt_cache_disk_gib, zero=True)
-        if self.limit_mm_per_prompt is not None:
-            if not isinstance(self.limit_mm_per_prompt, dict):
-                raise ValueError(
-                    'limit_mm_per_prompt must be a mapping like {"image": 2}, got '
-                    f"{self.limit_mm_per_prompt!r}"
-                )
-            for modality, limit in self.limit_mm_per_prompt.items():
-                choice("limit_mm_per_prompt's modality", modality, _MODALITIES)
-                at_least(f"limit_mm_per_prompt[{modality!r}]", limit, 0)
-
-        if self.speculative_config is not None:
-            self.speculative_config = speculative_settings(self.speculative_config)
+        check_engine_config(self)
 
     @property
     def image_limit(self) -> int:
         """The most images one prompt may hold."""
-        return (self.limit_mm_per_prompt or {}).get("image", _DEFAULT_IMAGE_LIMIT)
+        return (self.limit_mm_per_prompt or {}).get("image", DEFAULT_IMAGE_LIMIT)
 
     @classmethod
     def from_kwargs(cls, model: str, **kwargs: Any) -> EngineConfig:

@@ -27,12 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmkit.config.engine import QUANTIZATIONS
+from llmkit.config.checks import INT4_GROUP_SIZES, QUANTIZATIONS
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
 from llmkit.model.layers.swap import replace_linears
 from llmkit.model.layers.weights.registry import FORMATS, METHODS
 
-INT4_GROUP_SIZES = (32, 64, 128, 256)
 _aten = torch.ops.aten
 _ACT = torch.bfloat16
 # From this many rows (prefill) on CPU, dequantizing the weight and running the model
