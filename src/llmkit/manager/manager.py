@@ -26,6 +26,7 @@ from llmkit.manager.errors import ModelLoadError, ModelNotFoundError
 from llmkit.manager.keep_alive import DEFAULT_KEEP_ALIVE_S, parse_keep_alive
 from llmkit.manager.lease import Lease
 from llmkit.manager.memory import estimate_bytes
+from llmkit.manager.room import Budget, room_for
 from llmkit.manager.settings import ModelSettings
 from llmkit.manager.slot import ModelStatus, Slot
 from llmkit.manager.surface import EngineSurface
@@ -223,6 +224,10 @@ class ModelManager(EngineSurface):
             value = slot.settings.keep_alive
         return self.keep_alive_s if value is None else parse_keep_alive(value)
 
+    def _room(self, slot: Slot) -> list[Slot] | None:
+        budget = Budget(self.max_loaded_models, self.memory_bytes)
+        return room_for(slot, self._slots.values(), budget)
+
     async def _wait_loaded(self, slot: Slot) -> None:
         if slot.resident_bytes > self.memory_bytes:
             raise ModelLoadError(
@@ -234,7 +239,7 @@ class ModelManager(EngineSurface):
         self._waiting += 1
         try:
             while slot.state != "loaded":
-                if slot.state == "unloaded" and (victims := self._room_for(slot)) is not None:
+                if slot.state == "unloaded" and (victims := self._room(slot)) is not None:
                     await self._load(slot, victims)
                     return
                 changed = slot.ready if slot.state == "loading" else self._changed
@@ -244,25 +249,6 @@ class ModelManager(EngineSurface):
                     raise ModelLoadError(slot.name, slot.error)
         finally:
             self._waiting -= 1
-
-    def _room_for(self, slot: Slot) -> list[Slot] | None:
-        """The idle models to unload (least recently used first) so that ``slot`` fits, or
-        None if it cannot fit until some request ends."""
-        others = [s for s in self._slots.values() if s is not slot and s.occupies]
-        count, used = len(others), sum(s.resident_bytes for s in others)
-        idle = sorted((s for s in others if s.evictable), key=lambda s: s.last_used)
-        victims: list[Slot] = []
-        while not self._fits(count, used + slot.resident_bytes):
-            if not idle:
-                return None
-            victim = idle.pop(0)
-            victims.append(victim)
-            count, used = count - 1, used - victim.resident_bytes
-        return victims
-
-    def _fits(self, others: int, used: int) -> bool:
-        within_count = self.max_loaded_models is None or others < self.max_loaded_models
-        return within_count and used <= self.memory_bytes
 
     async def _load(self, slot: Slot, victims: list[Slot]) -> None:
         slot.state, slot.ready, slot.error = "loading", anyio.Event(), None
