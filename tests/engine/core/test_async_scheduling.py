@@ -13,7 +13,7 @@ import pytest
 import transformers
 
 from llmkit import LLM, AsyncEngine, EngineConfig, SamplingParams
-from llmkit.engine.core.engine_core import EngineCore
+from llmkit.engine.core.finish import StepFinisher
 from llmkit.engine.core.launch import Launcher
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
@@ -129,7 +129,7 @@ def test_a_step_is_queued_before_the_previous_ones_tokens_are_read(tiny_model, m
     """The host runs ahead: with two steps' work, one step is launched while another is in
     flight, and every launched step is finished exactly once."""
     events: list[tuple[str, object]] = []  # the steps themselves: ids of dead ones recur
-    launch, finish = Launcher.launch, EngineCore._finish
+    launch, finish = Launcher.launch, StepFinisher.finish
 
     def traced_launch(self, *args):
         launched = launch(self, *args)
@@ -141,7 +141,7 @@ def test_a_step_is_queued_before_the_previous_ones_tokens_are_read(tiny_model, m
         return finish(self, launched)
 
     monkeypatch.setattr(Launcher, "launch", traced_launch)
-    monkeypatch.setattr(EngineCore, "_finish", traced_finish)
+    monkeypatch.setattr(StepFinisher, "finish", traced_finish)
     llm = LLM(tiny_model, num_kv_blocks=256, async_scheduling=True, **ENGINE)
     llm.generate(_prompts(tiny_model)[:2], SamplingParams(max_tokens=5), use_tqdm=False)
     launched = [id(step) for kind, step in events if kind == "launch"]

@@ -2,39 +2,33 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
-
-import torch
 
 from llmkit.config import EngineConfig
 from llmkit.engine.core.encoder_cache import EncoderCache
+from llmkit.engine.core.finish import StepFinisher
 from llmkit.engine.core.launch import Launched, Launcher, resolve_async_scheduling
 from llmkit.engine.core.lora_store import LoRAStore
 from llmkit.engine.core.output_state import RequestState
-from llmkit.engine.core.pooling import pool_step
 from llmkit.engine.core.prompt_cache import move_blocks, open_tiers, tier_fields
 from llmkit.engine.core.request_table import RequestTable
 from llmkit.engine.core.resolve import resolve
 from llmkit.engine.core.seq_state import SeqState
-from llmkit.engine.core.token_output import record_prompt_logprobs, record_token
 from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.engine.core.tokenizers import Tokenizers
 from llmkit.engine.sched.admission import AdmissionQueue
 from llmkit.engine.sched.kv_cache import BlockAllocator
 from llmkit.engine.sched.request import Request, RequestStatus
 from llmkit.engine.sched.scheduler import Scheduler
-from llmkit.errors import EngineDeadError
 from llmkit.executor.runner import create_runner
 from llmkit.lora_request import LoRARequest
 from llmkit.model.cpu_kernels import start_cpu_kernel_builds
 from llmkit.model.device import resolve_device
 from llmkit.model.lora_adapter import LoRAAdapter
-from llmkit.model.sampler import SampledToken, Sampler
+from llmkit.model.sampler import Sampler
 from llmkit.outputs import SpecDecodeCounts
 from llmkit.types import EngineStats
 
@@ -92,11 +86,20 @@ class EngineCore:
             self.runner, self.sampler, self.scheduler, self.allocator, self.encoder, self.spec
         )
         self._in_flight: Launched | None = None  # with async scheduling, the step queued
-        self._steps = self._generated_tokens = self._prompt_tokens = self._preemptions = 0
+        self._steps = self._prompt_tokens = self._preemptions = 0
         # Reserved by callers before add(); released here when a request first runs.
         self.queue = AdmissionQueue(config.max_queued_requests, config.max_queued_tokens)
         self._table = RequestTable(self.scheduler, self.queue, self.encoder)
         self._seqs = self._table.seqs
+        self.finisher = StepFinisher(
+            self._table,
+            self.scheduler,
+            self.sampler,
+            self.tokenizer,
+            self.spec,
+            self.max_model_len,
+            self.pooling_config.normalize,
+        )
 
     # ---- requests in and out -------------------------------------------------------
 
@@ -183,7 +186,7 @@ class EngineCore:
             kv_blocks_total=self.allocator.num_blocks,
             kv_blocks_free=self.allocator.num_free_blocks,
             prefix_cache_hit_rate=self.allocator.stats.hit_rate,
-            generated_tokens=self._generated_tokens,
+            generated_tokens=self.finisher.generated_tokens,
             prompt_tokens=self._prompt_tokens,
             steps=self._steps,
             num_preemptions=self._preemptions,
@@ -218,9 +221,9 @@ class EngineCore:
             self._steps += 1
             for req in sched.requests:
                 self.queue.started(self._seqs[req].state.request_id, time.monotonic())
-            with self._failing_alone(sched.requests, touched):
+            with self.finisher.failing_alone(sched.requests, touched):
                 launched = self.launcher.launch(
-                    sched, self._seqs, self._reported_prompt_logprobs, self._in_flight
+                    sched, self._seqs, self.finisher.reported_prompt_logprobs, self._in_flight
                 )
         touched += self._finish_in_flight()
         if launched is not None:
@@ -238,92 +241,6 @@ class EngineCore:
         if launched is None:
             return []
         touched: list[RequestState] = []
-        with self._failing_alone(launched.sched.requests, touched):
-            touched += self._finish(launched)
+        with self.finisher.failing_alone(launched.sched.requests, touched):
+            touched += self.finisher.finish(launched)
         return touched
-
-    @contextlib.contextmanager
-    def _failing_alone(
-        self, requests: list[Request], touched: list[RequestState]
-    ) -> Iterator[None]:
-        """Run a step's work for ``requests`` (all of its, or one's share of its bookkeeping);
-        if it fails, they alone fail (their readers get the error) and the engine goes on. A
-        lost tensor-parallel worker, after which no step can run, ends the engine."""
-        try:
-            yield
-        except EngineDeadError:
-            raise
-        except Exception as exc:
-            logger.exception("engine step failed for %d requests", len(requests))
-            touched += self._table.fail(requests, f"engine step failed: {exc!r}")
-
-    def _finish(self, launched: Launched) -> list[RequestState]:
-        """Wait for a launched step's tokens and update its requests with them."""
-        plan, logits = launched.plan, launched.logits
-        touched: list[RequestState] = []
-        for req, first, row, count in plan.prompt_logprobs:
-            assert logits is not None
-            if req in self._seqs:
-                with self._failing_alone([req], touched):
-                    state = self._seqs[req].state
-                    rows = logits[row : row + count]
-                    text = self.tokenizer.token_text
-                    record_prompt_logprobs(state, req, first, rows, self.sampler, text)
-        if launched.sampled is not None and launched.batch is not None:
-            tokens = launched.sampled.tokens()
-            for (req, _), (a, b) in zip(plan.sample, launched.batch.spans):
-                req.num_output_placeholders -= 1
-                seq = self._seqs.get(req)
-                if seq is None or req.is_finished:
-                    continue  # ended while its token was in flight (stopped, aborted, failed)
-                with self._failing_alone([req], touched):
-                    emitted = tokens[a:b]
-                    if self.spec is not None:
-                        emitted = self.spec.verify(req, emitted, self.scheduler, seq.state)
-                    for token in emitted:
-                        self._append_token(req, token)
-                        if req.is_finished:  # the rest would run past its stop
-                            break
-                touched.append(seq.state)
-        if plan.pool:
-            assert launched.hidden is not None
-            touched += self._pool(plan.pool, launched.hidden)
-        return touched
-
-    def _reported_prompt_logprobs(self, req: Request) -> int | None:
-        reported = self._seqs[req].state.prompt_logprobs
-        return None if reported is None else len(reported)
-
-    def _append_token(self, req: Request, token: SampledToken) -> None:
-        seq = self._seqs[req]
-        tid = token.token_id
-        if req.matcher is not None and not req.matcher.accept(tid):
-            # Only a row whose every token was masked out (by the grammar together with
-            # allowed_token_ids, say) can sample a token its grammar refuses.
-            error = f"token {tid} does not continue the structured-output grammar"
-            self._table.fail([req], error)
-            return
-        req.output_token_ids.append(tid)
-        self._generated_tokens += 1
-        text, state = self.tokenizer.token_text, seq.state
-        if record_token(
-            state, req, token, text, self.max_model_len, lambda s: self.scheduler.finish(req, s)
-        ):
-            seq.generator = None
-        if state.finished:
-            self._table.forget(state)
-
-    def _pool(
-        self, pooled: list[tuple[Request, int, int]], hidden: torch.Tensor
-    ) -> list[RequestState]:
-        """Pool this step's chunks of pooling requests; finish those whose input is all done."""
-        states = []
-        normalize = self.pooling_config.normalize
-        for req, embedding in pool_step(pooled, hidden, self._seqs, normalize):
-            state = self._seqs[req].state
-            with state.lock:
-                state.embedding = embedding
-            self.scheduler.finish(req, RequestStatus.FINISHED_STOPPED)
-            self._table.forget(state)
-            states.append(state)
-        return states
