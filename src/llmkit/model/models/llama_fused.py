@@ -47,10 +47,11 @@ class LlamaStack(Protocol):
 SOURCE = SOURCES / "llama_decode.c"
 _MAX_HEAD_DIM = 512  # the kernel's RoPE scratch
 # A prompt chunk's longest context that the kernel runs: its rows attend one by one over the
-# cache, which beats the modules' batched attention while the context is short (the layers'
-# other work in one call) and loses to it past this (measured: SmolLM2, 1 thread, 512
-# tokens of prompt equal, 4,000 tokens 1.9x slower).
-PREFILL_CONTEXT = 1024
+# cache, which beats the modules' batched attention only while the context is short (the
+# layers' other work then weighs most, and runs in one call). Measured, SmolLM2 Q8_0, one
+# prompt, 2 threads, modules against kernel: 32 tokens 211-227 vs 369-378 tok/s, 128 tokens
+# 323-410 vs 340-367, 512 tokens 314-415 vs 289-299.
+PREFILL_CONTEXT = 128
 
 
 @functools.cache
