@@ -107,6 +107,18 @@ def test_early_stopping_ends_a_prompt_once_beam_width_beams_finished(early_stopp
     assert best == [[5, 0], [5, 1, 0] if stops else [5, 1, 3, 6]]
 
 
+def test_never_stopping_early_weighs_a_huge_length_penalty_at_its_limit():
+    """ "never" scores the best live beam at its longest: with a penalty whose power leaves
+    float's range, the score's limit (0, as for the finished beams), not an OverflowError;
+    no beam can then do better, and the search stops."""
+    params = BeamSearchParams(2, max_tokens=3, early_stopping="never", length_penalty=1e300)
+    search = BeamSearch([[5]], params, eos_token_id=0)
+    search.advance(_step({0: -0.1, 1: -0.2, 2: -3.0}))
+    search.advance(_step({0: -0.1, 3: -0.28}, {0: -2.0, 4: -4.0}))
+    assert search.pending() == []
+    assert len(search.results()[0].sequences) == 2
+
+
 @pytest.mark.anyio
 async def test_an_engines_beam_search_is_llms_and_closing_it_aborts_its_step(llm, tiny_model):
     params = BeamSearchParams(beam_width=3, max_tokens=5)

@@ -1,10 +1,10 @@
 """schemathesis hooks for test_openapi_fuzz: the rules /openapi.json states only in words.
 
 JSON Schema cannot say that a prompt's tokens plus max_tokens fit the context, that
-best_of equals n (or beam search's limits), or that a regex compiles; the document says so
-in its descriptions. A schema-valid (positive) case is brought within those rules here
-before it is sent, the way a client that read the document would send it; negative cases
-go as generated. Loaded by `st run` through SCHEMATHESIS_HOOKS, with the server in
+best_of equals n (with beam search: is at least n), or that a regex compiles; the document
+says so in its descriptions. A schema-valid (positive) case is brought within those rules
+here before it is sent, the way a client that read the document would send it; negative
+cases go as generated. Loaded by `st run` through SCHEMATHESIS_HOOKS, with the server in
 FUZZ_URL (and its key, if any, in FUZZ_KEY).
 """
 
@@ -73,12 +73,9 @@ def _fit_constraint(body: dict[str, Any]) -> None:
 
 
 def _completions(body: dict[str, Any]) -> None:
-    body.pop("suffix", None)  # the document: only for a model that can insert (this cannot)
     if body.get("best_of") is not None:
+        # Equal to n (with use_beam_search: at least n, which the document bounds alike).
         body["best_of"] = body.get("n", 1)
-    if body.get("use_beam_search"):
-        # One beam: its 2 logprobs a step are within the fuzzed server's --max-logprobs 3.
-        body.update(stream=False, stream_options=None, n=1, best_of=None)
     prompt = body["prompt"]
     prompts = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else prompt
     context = _context()
@@ -247,12 +244,12 @@ def _message_tokens(body: dict[str, Any]) -> int | None:
 
 
 def _ollama(body: dict[str, Any]) -> None:
-    """Ollama's /api/chat and /api/generate: a short prompt and answer that fit the context,
-    and a format the structured-output backend compiles."""
+    """Ollama's /api/chat and /api/generate: a short prompt and answer that fit the context
+    (no tools or system text beside it), and a format the structured-output backend compiles."""
     messages = body.get("messages")
     if messages:
         body["messages"] = [{"role": "user", "content": str(messages[-1].get("content"))[:8]}]
-    for field in ("tools", "system", "suffix"):
+    for field in ("tools", "system"):
         body.pop(field, None)
     if isinstance(body.get("prompt"), str):
         body["prompt"] = body["prompt"][:8]

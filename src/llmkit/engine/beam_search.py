@@ -78,9 +78,14 @@ class BeamSearchOutput:
 def beam_score(
     tokens: list[int], cum_logprob: float, eos_token_id: int | None, length_penalty: float
 ) -> float:
-    """vLLM's ``get_beam_search_score``; where ``length ** length_penalty`` leaves float's
-    range (a huge penalty, either sign), the score's limit rather than an error."""
+    """vLLM's ``get_beam_search_score``."""
     length = len(tokens) - (1 if tokens and tokens[-1] == eos_token_id else 0)
+    return _penalized(cum_logprob, length, length_penalty)
+
+
+def _penalized(cum_logprob: float, length: int, length_penalty: float) -> float:
+    """``cum_logprob / length ** length_penalty``; where the power leaves float's range (a
+    huge penalty, either sign), the score's limit rather than an error."""
     try:
         return cum_logprob / (length**length_penalty)
     except OverflowError:  # the power is past float's largest: the score tends to 0
@@ -115,7 +120,7 @@ class BeamSearch:
         """``beam``'s score, or the score it would have at ``length`` tokens."""
         penalty = self.params.length_penalty
         if length is not None:
-            return beam.cum_logprob / (length**penalty)
+            return _penalized(beam.cum_logprob, length, penalty)
         return beam_score(beam.tokens, beam.cum_logprob, self.eos_token_id, penalty)
 
     def pending(self) -> list[list[int]]:

@@ -12,6 +12,9 @@ from llmkit.structured import GrammarMatcher
 from llmkit.structured.bitmask import allocate_bitmask, apply_bitmask
 
 _NEG_INF = float("-inf")
+_TINY, _MAX = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
+# The largest logit that the smallest temperature (1e-5) still leaves finite.
+_LOGIT_MAX = _MAX * 1e-5 / 2
 
 
 @dataclass
@@ -177,11 +180,15 @@ class Sampler:
         seen |= out_counts > 0
         params = [rows[i].params for i in idx]
         rep = torch.tensor([p.repetition_penalty for p in params], device=dev)[:, None]
+        # A penalty past float32's range would round to 0 or inf (-inf * 0, 0 * inf: NaN).
+        rep.clamp_(min=_TINY, max=_MAX)
         freq = torch.tensor([p.frequency_penalty for p in params], device=dev)[:, None]
         pres = torch.tensor([p.presence_penalty for p in params], device=dev)[:, None]
         sub = logits[idx]
         # vLLM's order: repetition (prompt and output), then frequency and presence (output).
         sub = torch.where(seen, torch.where(sub > 0, sub / rep, sub * rep), sub)
+        # A tiny penalty can push a seen token to +inf, which softmax turns to NaN.
+        sub.clamp_(max=_LOGIT_MAX)
         sub = sub - freq * out_counts - pres * (out_counts > 0).float()
         logits[idx] = sub
 
@@ -193,7 +200,8 @@ class Sampler:
         draft_probs: torch.Tensor | None,
     ) -> torch.Tensor:
         dev = self.device
-        temperatures = [max(r.params.temperature, 1e-5) for r in rows]
+        # Past float32's largest a temperature is inf, and -inf (a masked token) / inf NaN.
+        temperatures = [min(max(r.params.temperature, 1e-5), _MAX) for r in rows]
         temps = self.staging.to_device(temperatures, torch.float32)
         logits = logits / temps[:, None]
         top_k = [r.params.top_k for r in rows]

@@ -6,6 +6,7 @@ import contextlib
 import math
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -92,16 +93,19 @@ def from_validation_error(exc: ValidationError) -> OpenAIError:
     errors = exc.errors()
     first = errors[0]
     path = _path(first["loc"])
-    where = ".".join(path) or "body"
     if len(path) < len(first["loc"]):
-        # A field taking several shapes: say which, rather than why each one failed.
-        shapes = []
-        for error in errors:
-            loc = error["loc"]
-            if _path(loc) == path and loc[len(path)] not in shapes:
-                shapes.append(loc[len(path)])
-        message = f"{where} must be {' or '.join(_shape(str(tag)) for tag in shapes)}"
-    elif first["type"] == "missing":
+        # A field taking several shapes: why the value fails the one shape it has, if it
+        # has one; else which shapes it may take, rather than why each one failed.
+        members = _members(errors, path)
+        fitting = {
+            _said(errs[0]): errs[0] for errs in members.values() if not all(map(_mismatch, errs))
+        }
+        if len(fitting) != 1:
+            shapes = " or ".join(_shape(tag) for tag in members)
+            return bad_request(f"{'.'.join(path)} must be {shapes}", path[0])
+        (first,) = fitting.values()
+    where = ".".join(str(part) for part in first["loc"] if not _is_tag(part)) or "body"
+    if first["type"] == "missing":
         message = f"{where} is required"
     elif first["type"] == "json_invalid":
         message = _invalid_json(first["msg"])
@@ -110,11 +114,32 @@ def from_validation_error(exc: ValidationError) -> OpenAIError:
             f"Invalid type for '{where}': expected {_EXPECTED[first['type']]}, but got "
             f"{_json_type(first['input'])} instead."
         )
-    elif first["type"] == "too_short" and first.get("ctx", {}).get("min_length") == 1:
+    elif first["type"] in _TOO_SHORT and first.get("ctx", {}).get("min_length") == 1:
         message = f"{where} must not be empty"
     else:
         message = f"{where}: {first['msg']}"
     return bad_request(message, path[0] if path else None)
+
+
+def _members(errors: list[Any], path: list[str]) -> dict[str, list[Any]]:
+    """The errors of each shape of the union at ``path``, by the shape's tag."""
+    members: dict[str, list[Any]] = {}
+    for error in errors:
+        loc = error["loc"]
+        if _path(loc) == path and len(loc) > len(path):
+            members.setdefault(str(loc[len(path)]), []).append(error)
+    return members
+
+
+def _mismatch(error: Any) -> bool:
+    """Whether ``error`` says the value is not of a shape's type (it has another shape)."""
+    return error["type"] in _EXPECTED or error["type"] == "literal_error"
+
+
+def _said(error: Any) -> tuple[Any, ...]:
+    """What an error says, and where, whichever shape of a union it was found in."""
+    where = tuple(part for part in error["loc"] if not _is_tag(part))
+    return where, error["type"], error["msg"]
 
 
 # What a strict type error expected, in JSON's words.
@@ -157,19 +182,27 @@ def _path(loc: tuple) -> list[str]:
     """The location up to the first union member tag (``str``, ``list[int]``, a model name)."""
     path = []
     for part in loc:
-        if isinstance(part, str) and (part in _TAGS or "[" in part or part[:1].isupper()):
+        if _is_tag(part):
             break
         path.append(str(part))
     return path
 
 
+def _is_tag(part: object) -> bool:
+    """Whether a part of an error's location is a union member's tag, not a field or index."""
+    return isinstance(part, str) and (
+        part in _TAGS or "[" in part or part[:1].isupper() or part.startswith("constrained-")
+    )
+
+
 _TAGS = {"str", "int", "float", "bool", "dict", "list", "none"}
-# pydantic's tag of a type with a validator: function-before[_integral(), int] is an int.
+_TOO_SHORT = ("too_short", "string_too_short")
+# pydantic's tag of a type with a validator: function-before[integral(), int] is an int.
 _VALIDATED = re.compile(r"function-(?:before|after|wrap|plain)\[[^\]]*?, ([^\]]+)\]")
 
 
 def _shape(tag: str) -> str:
-    return _VALIDATED.sub(r"\1", tag)
+    return _VALIDATED.sub(r"\1", tag).replace("constrained-", "")
 
 
 def from_engine_error(exc: BaseException) -> OpenAIError:

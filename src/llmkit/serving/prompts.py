@@ -32,21 +32,13 @@ async def tokenize_inputs(
     inputs: PromptInput,
     param: str,
     truncate: int | None = None,
-    refuse_empty_text: bool = False,
 ) -> list[EnginePrompt]:
-    """A string, a list of token ids, or a list of either, as engine prompts.
-
-    ``refuse_empty_text``: an empty string is an error (OpenAI's embeddings refuse it; a
-    tokenizer would turn it into [CLS] [SEP] and embed that).
-    """
-    if isinstance(inputs, list) and not inputs:
-        raise bad_request(f"{param} must not be empty", param)
+    """A string, a list of token ids, or a list of either (never empty: the request models
+    refuse that, and an empty text where the request's model does), as engine prompts."""
     items, single = _split(inputs)
     prompts = []
     for i, item in enumerate(items):
         where = param if single else f"{param}[{i}]"
-        if refuse_empty_text and not item:
-            raise bad_request(f"{where} must not be empty", param)
         try:
             prompt = await ctx.offload(ctx.engine.tokenize, item, truncate)
         except ValueError as exc:

@@ -6,7 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from llmkit.protocol.openai.common import JsonObject, NonNegativeInt, PositiveInt, RequestBody
+from llmkit.protocol.openai.common import (
+    JsonObject,
+    NonEmpty,
+    NonNegativeInt,
+    PositiveInt,
+    RequestBody,
+)
 
 
 class TextBlock(RequestBody):
@@ -72,7 +78,7 @@ class AnthropicTool(RequestBody):
 
 class ToolChoice(RequestBody):
     type: Literal["auto", "any", "tool", "none"]
-    name: str | None = None
+    name: NonEmpty | None = None
     disable_parallel_tool_use: bool | None = None
 
 
@@ -88,7 +94,7 @@ class CountTokensRequest(RequestBody):
 
 class MessagesRequest(CountTokensRequest):
     max_tokens: PositiveInt
-    stop_sequences: list[Annotated[str, Field(min_length=1)]] | None = None
+    stop_sequences: list[NonEmpty] | None = None
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)

@@ -3,11 +3,18 @@ completion in its /completion shape (llama.vim and llama.vscode send and read th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
-from llmkit.protocol.openai.common import RequestBody
+from llmkit.protocol.openai.common import (
+    INT64_MAX,
+    NonEmpty,
+    NonNegativeInt,
+    RequestBody,
+    Seed,
+    integral,
+)
 
 StopType = Literal["none", "eos", "limit", "word"]
 
@@ -28,16 +35,17 @@ class InfillRequest(RequestBody):
     input_suffix: str
     input_extra: list[ExtraChunk] = Field(default_factory=list)
     prompt: str = ""  # what follows the prefix: the start of the line being completed
-    n_predict: int = Field(default=-1, ge=-1)  # -1: until the end of the context
+    # -1: until the end of the context.
+    n_predict: Annotated[int, Field(ge=-1, le=INT64_MAX), BeforeValidator(integral)] = -1
     temperature: float = Field(default=0.8, ge=0.0)
-    top_k: int = Field(default=40, ge=0)
+    top_k: NonNegativeInt = 40
     top_p: float = Field(default=0.95, gt=0.0, le=1.0)
     min_p: float = Field(default=0.05, ge=0.0, le=1.0)
     repeat_penalty: float = Field(default=1.0, gt=0.0)
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    seed: int = -1  # -1: random
-    stop: list[str] = Field(default_factory=list)
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    seed: Seed = -1  # negative: random
+    stop: list[NonEmpty] = Field(default_factory=list)
     stream: bool = False
 
 

@@ -11,9 +11,11 @@ from llmkit.protocol.openai.common import (
     Int64,
     Integer,
     JsonObject,
+    NonEmpty,
     PositiveInt,
     RequestBody,
     Seed,
+    Some,
 )
 
 # How long the model stays loaded after the request, in Go's duration syntax or seconds, as a
@@ -21,9 +23,6 @@ from llmkit.protocol.openai.common import (
 KeepAlive = Annotated[str, Field(pattern=PATTERN)] | float | None
 # "json", or a JSON schema the answer must follow.
 Format = Literal["", "json"] | JsonObject | None
-
-
-Text = Annotated[str, Field(min_length=1)]
 
 
 class Options(RequestBody):
@@ -37,7 +36,7 @@ class Options(RequestBody):
     top_k: Int64 | None = None
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     seed: Seed | None = None
-    stop: Text | list[Text] | None = None  # "" would stop at once: refused, as in OpenAI's bodies
+    stop: NonEmpty | list[NonEmpty] | None = None  # "" would stop at once, as in OpenAI's
     repeat_penalty: float | None = Field(default=None, gt=0.0)
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
@@ -96,7 +95,7 @@ class GenerateRequest(_Generation):
 
 class EmbedRequest(RequestBody):
     model: str = Field(min_length=1)
-    input: Text | Annotated[list[Text], Field(min_length=1)]
+    input: NonEmpty | Some[NonEmpty]
     truncate: bool = True
     options: Options | None = None
     keep_alive: KeepAlive = None
@@ -107,6 +106,6 @@ class EmbeddingsRequest(RequestBody):
     """The older /api/embeddings: one prompt, one vector."""
 
     model: str = Field(min_length=1)
-    prompt: Text
+    prompt: NonEmpty
     options: Options | None = None
     keep_alive: KeepAlive = None

@@ -51,6 +51,16 @@ def _no_reserved(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 TemplateKwargs = Annotated[JsonObject, AfterValidator(_no_reserved)]
+# A request's own template: an installed one's name (never holding a brace) or Jinja text
+# (always holding one), so never empty.
+ChatTemplate = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="An installed chat template's name, or a Jinja template that renders "
+        "the messages.",
+    ),
+]
 
 
 class ImageURL(WireModel):
@@ -132,7 +142,7 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool = True
     add_generation_prompt: bool = True
     continue_final_message: bool = False
-    chat_template: str | None = None
+    chat_template: ChatTemplate | None = None
     chat_template_kwargs: TemplateKwargs | None = None
     response_format: ResponseFormat | None = None
 

@@ -37,21 +37,41 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _integral(value: Any) -> Any:
-    # JSON Schema's integers include 5.0; strict mode alone would refuse it.
+def integral(value: Any) -> Any:
+    """5.0 as 5: JSON Schema's integers include it, which strict mode alone would refuse."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 
 
+def _not_zero(value: int) -> int:
+    if value == 0:
+        raise PydanticCustomError("truncation", "must be at least 1, or -1 for the model's maximum")
+    return value
+
+
 # An integer as JSON Schema has it: 5 or 5.0, not 5.5, "5" or true.
-Integer = Annotated[int, BeforeValidator(_integral)]
+Integer = Annotated[int, BeforeValidator(integral)]
 # Integers in the 64-bit range; bigger ones are refused at parse, naming the field.
 # (The bounds come before the validator, or the JSON schema would not state them.)
-Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX), BeforeValidator(_integral)]
-Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX), BeforeValidator(_integral)]
-NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(_integral)]
-PositiveInt = Annotated[int, Field(ge=1, le=INT64_MAX), BeforeValidator(_integral)]
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX), BeforeValidator(integral)]
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX), BeforeValidator(integral)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX), BeforeValidator(integral)]
+PositiveInt = Annotated[int, Field(ge=1, le=INT64_MAX), BeforeValidator(integral)]
+# How many sequences a request may run for its choices (OpenAI's bound on n).
+Count = Annotated[int, Field(ge=1, le=MAX_N), BeforeValidator(integral)]
+# A prompt cut to its last tokens: at least one, or -1 for the model's maximum (the served
+# model's document bounds it by its context).
+Truncation = Annotated[
+    int,
+    Field(ge=-1, le=INT64_MAX, json_schema_extra={"not": {"const": 0}}),
+    BeforeValidator(integral),
+    AfterValidator(_not_zero),
+]
+# Text that must say something (a stop string, a text to embed), and a list of at least one.
+T = TypeVar("T")
+NonEmpty = Annotated[str, Field(min_length=1)]
+Some = Annotated[list[T], Field(min_length=1)]
 # A JSON object whose values are free-form JSON (a template's kwargs, a JSON schema).
 JsonObject = Annotated[dict[str, Any], AfterValidator(_finite)]
 
@@ -155,10 +175,10 @@ class StructuredOutputs(WireModel):
     # ``json`` is a BaseModel attribute, so the field takes another name.
     json_schema: JsonObject | None = Field(default=None, alias="json")
     json_object: bool | None = None
-    regex: str | None = None
+    regex: NonEmpty | None = None
     # An empty choice is no answer at all: with min_tokens no token could ever be drawn.
-    choice: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
-    grammar: str | None = None
+    choice: Some[NonEmpty] | None = None
+    grammar: NonEmpty | None = None
 
 
 def _structured(value: dict[str, Any]) -> dict[str, Any]:
@@ -176,11 +196,11 @@ class SamplingFields(RequestBody):
     """Sampling fields common to completions and chat, with vLLM's extras."""
 
     model: str | None = None
-    # OpenAI's own bound; each choice is a sequence in the engine.
-    n: Annotated[int, Field(ge=1, le=MAX_N), BeforeValidator(_integral)] = 1
+    n: Count = 1
     temperature: float | None = Field(default=None, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
+    # "" would stop at once.
+    stop: NonEmpty | list[NonEmpty] | None = None
     seed: Seed | None = None
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
@@ -206,6 +226,11 @@ class SamplingFields(RequestBody):
     structured_outputs: Annotated[JsonObject, AfterValidator(_structured)] | None = None
 
 
+# Token ids are checked against the vocabulary when tokenized, naming the bad one (the
+# served model's document states their range).
+TokenIds = Some[Integer]
 # A prompt: one string, several, one token-id list, or several.
-# Token ids are checked against the vocabulary when tokenized, naming the bad one.
-PromptInput = str | list[str] | list[Integer] | list[list[Integer]]
+PromptInput = str | Some[str] | TokenIds | Some[TokenIds]
+# Texts to embed or score: as a prompt, but no text may be empty (OpenAI's embeddings refuse
+# it; a tokenizer would turn it into [CLS] [SEP] and embed that).
+TextInput = NonEmpty | Some[NonEmpty] | TokenIds | Some[TokenIds]

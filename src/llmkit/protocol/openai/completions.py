@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from llmkit.protocol.openai.common import (
     ChoicesResponse,
+    Count,
     NonNegativeInt,
     PositiveInt,
     PromptInput,
@@ -22,14 +23,22 @@ class CompletionRequest(SamplingFields):
     prompt: PromptInput
     max_tokens: PositiveInt | None = 16
     logprobs: NonNegativeInt | None = None
-    best_of: PositiveInt | None = None
+    best_of: Count | None = Field(
+        default=None,
+        description="Must equal n when given; with use_beam_search, the number of beams "
+        "(at least n).",
+    )
     suffix: str | None = Field(
         default=None,
         description="The text after the completion (code completion, fill in the middle); "
         "only for a model that can insert (its /v1/models capabilities), else a 400.",
     )
-    # vLLM's beam search: best_of (or n) beams, the best n of them as the choices.
-    use_beam_search: bool = False
+    use_beam_search: bool = Field(
+        default=False,
+        description="vLLM's beam search: the best n of best_of (or n) beams as the choices. "
+        "Not with stream; each beam reads twice the beams' number of logprobs a step, which "
+        "must be within the engine's max_logprobs.",
+    )
     length_penalty: float = 1.0
     early_stopping: bool | None = None
 

@@ -6,17 +6,17 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from llmkit.protocol.openai.common import Int64, PositiveInt, PromptInput, RequestBody
+from llmkit.protocol.openai.common import Int64, PositiveInt, RequestBody, TextInput, Truncation
 
 
 class EmbeddingRequest(RequestBody):
     model: str | None = None
-    input: PromptInput
+    input: TextInput
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: PositiveInt | None = None
     user: str | None = None
-    # vLLM's extras: truncate_prompt_tokens is at least 1, or -1 for the model's maximum.
-    truncate_prompt_tokens: Int64 | None = None
+    # vLLM's extras.
+    truncate_prompt_tokens: Truncation | None = None
     normalize: bool | None = None
     priority: Int64 = 0
 

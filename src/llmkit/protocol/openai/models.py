@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, SerializeAsAny
 
-from llmkit.protocol.openai.chat import ChatMessage, TemplateKwargs
+from llmkit.protocol.openai.chat import ChatMessage, ChatTemplate, TemplateKwargs
 from llmkit.protocol.openai.common import Int64, JsonObject, RequestBody, WireModel, now_seconds
 
 
@@ -59,7 +59,7 @@ class TokenizeRequest(RequestBody):
     add_special_tokens: bool | None = None
     add_generation_prompt: bool = True
     continue_final_message: bool = False
-    chat_template: str | None = None
+    chat_template: ChatTemplate | None = None
     chat_template_kwargs: TemplateKwargs | None = None
     # As a chat request's: how the template shows these tools to the model.
     tools: list[JsonObject] | None = None

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
-from llmkit.protocol.openai.common import JsonObject, PositiveInt, RequestBody, now_seconds
+from llmkit.protocol.openai.common import JsonObject, PositiveInt, RequestBody, Some, now_seconds
 
 
 class InputText(RequestBody):
@@ -81,7 +81,7 @@ class TextConfig(RequestBody):
 
 class ResponsesRequest(RequestBody):
     model: str | None = None
-    input: str | list[InputItem]
+    input: str | Some[InputItem]
     instructions: str | None = None
     tools: list[FunctionTool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None

@@ -6,26 +6,34 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmkit.protocol.openai.common import Int64, PositiveInt, RequestBody, now_seconds
+from llmkit.protocol.openai.common import (
+    Int64,
+    NonEmpty,
+    PositiveInt,
+    RequestBody,
+    Some,
+    Truncation,
+    now_seconds,
+)
 
 
 class ScoreRequest(RequestBody):
     """``text_1`` against each ``text_2`` (one to many), or two lists pairwise."""
 
     model: str | None = None
-    text_1: str | list[str]
-    text_2: str | list[str]
-    truncate_prompt_tokens: Int64 | None = None
+    text_1: NonEmpty | Some[NonEmpty]
+    text_2: NonEmpty | Some[NonEmpty]
+    truncate_prompt_tokens: Truncation | None = None
     priority: Int64 = 0
 
 
 class RerankRequest(RequestBody):
     model: str | None = None
-    query: str
-    documents: list[str] = Field(min_length=1)
+    query: NonEmpty
+    documents: Some[NonEmpty]
     top_n: PositiveInt | None = None
     return_documents: bool = True
-    truncate_prompt_tokens: Int64 | None = None
+    truncate_prompt_tokens: Truncation | None = None
     priority: Int64 = 0
 
 

@@ -46,9 +46,7 @@ async def prepare_embedding(
         )
     except ValueError as exc:
         raise from_value_error(exc) from None
-    prompts = await tokenize_inputs(
-        ctx, req.input, "input", params.truncate_prompt_tokens, refuse_empty_text=True
-    )
+    prompts = await tokenize_inputs(ctx, req.input, "input", params.truncate_prompt_tokens)
     check_fits(ctx, prompts, "input")
     ctx.log_request(request_id, req.input, sum(len(p.token_ids) for p in prompts), params)
     streams = start_embedding(ctx, request_id, prompts, params, req.priority)

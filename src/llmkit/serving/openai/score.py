@@ -73,9 +73,7 @@ async def _scores(
         raise from_value_error(exc) from None
     prompts = []
     for name, texts in zip(names, (first, second), strict=True):
-        tokenized = await tokenize_inputs(
-            ctx, texts, name, params.truncate_prompt_tokens, refuse_empty_text=True
-        )
+        tokenized = await tokenize_inputs(ctx, texts, name, params.truncate_prompt_tokens)
         check_fits(ctx, tokenized, name)
         prompts.append(tokenized)
     everything = prompts[0] + prompts[1]

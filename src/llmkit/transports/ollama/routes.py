@@ -29,12 +29,14 @@ from llmkit.protocol.openai import ChatCompletionRequest, EmbeddingRequest
 from llmkit.serving import media
 from llmkit.serving.context import ServingContext
 from llmkit.serving.errors import OpenAIError, bad_request
+from llmkit.serving.fim import model_fim
 from llmkit.serving.ollama import api as ollama
 from llmkit.serving.ollama import models as ollama_models
 from llmkit.serving.ollama.api import Kind, Timer
 from llmkit.serving.ollama.convert import chat_request, embed_request, generate_request
 from llmkit.serving.openai import chat, completions, embeddings
 from llmkit.serving.openai.models import hold_model
+from llmkit.serving.tool_choice import check_tools
 from llmkit.transports.http.answers import json_answer, parse_body
 from llmkit.transports.http.held import Answer, HeldResponse
 from llmkit.transports.http.middleware import request_id
@@ -79,6 +81,7 @@ class OllamaRoutes:
     async def chat(self, request: Request) -> Answer:
         req = await parse_body(request, ChatRequest)
         name = ollama_models.ollama_name(self.ctx, req.model)
+        check_tools(req.tools or [])  # as Ollama asks tools of the model before it loads it
         if not req.messages:  # Ollama's way to load (or, keep_alive 0, unload) a model
             return await self._load_only("chat", name, req.keep_alive)
         converted = chat_request(req, name, self.ctx.options.enable_auto_tool_choice)
@@ -90,7 +93,9 @@ class OllamaRoutes:
         req = await parse_body(request, GenerateRequest)
         name = ollama_models.ollama_name(self.ctx, req.model)
         if not req.prompt and not req.images:
-            return await self._load_only("generate", name, req.keep_alive)
+            # A suffix asks for a model that can insert, before Ollama loads it.
+            insert = bool(req.suffix)
+            return await self._load_only("generate", name, req.keep_alive, insert)
         converted = generate_request(req, name)
         if isinstance(converted, ChatCompletionRequest):
             answer = partial(self._chat, request, converted, "generate")
@@ -177,8 +182,11 @@ class OllamaRoutes:
             lease.release()
             raise
 
-    async def _load_only(self, kind: Kind, name: str, keep_alive: KeepAlive) -> Answer:
-        """Ollama's empty request: load the model, or with keep_alive 0 unload it."""
+    async def _load_only(
+        self, kind: Kind, name: str, keep_alive: KeepAlive, insert: bool = False
+    ) -> Answer:
+        """Ollama's empty request: load the model, or with keep_alive 0 unload it;
+        ``insert``: a 400 (naming ``suffix``) unless the model can fill in the middle."""
         timer = Timer()
         models = self.ctx.models
         try:
@@ -188,10 +196,12 @@ class OllamaRoutes:
         if unload and models is not None:
             await models.unload(name)
         else:
-            _, lease = await hold_model(self.ctx, name, keep_alive)
+            ctx, lease = await hold_model(self.ctx, name, keep_alive)
             if lease is not None:
                 timer.load_s = lease.waited_s
                 lease.release()
+            if insert:
+                model_fim(ctx, "suffix")
         reason = "unload" if unload else "load"
         done = ollama.answer(kind, name, "", None, [], done=True)
         return _ollama_json(done.model_copy(update={"done_reason": reason}))

@@ -7,6 +7,7 @@ from typing import Any
 from llmkit.engine.protocol import ModelInfo
 from llmkit.serving.context import ServingContext
 from llmkit.transports.openapi.anthropic import fit_anthropic_requests
+from llmkit.transports.openapi.ollama import fit_ollama_requests
 from llmkit.transports.openapi.requests import ServedModel, fit_requests
 from llmkit.transports.openapi.responses import fit_responses_request
 from llmkit.transports.openapi.score import fit_score_requests
@@ -20,6 +21,7 @@ def fit_schemas(schemas: dict[str, Any], ctx: ServingContext, info: ModelInfo) -
         vocab_size=info.vocab_size,
         hidden_size=info.hidden_size,
         supports_images=info.supports_images,
+        can_insert=not ctx.engine.tokenizer.fim.missing,
         has_chat_template=bool(ctx.chat_template or ctx.engine.tokenizer.chat_template),
         auto_tool_choice=ctx.options.enable_auto_tool_choice,
     )
@@ -27,10 +29,4 @@ def fit_schemas(schemas: dict[str, Any], ctx: ServingContext, info: ModelInfo) -
     fit_anthropic_requests(schemas, served)
     fit_score_requests(schemas, served)
     fit_responses_request(schemas, served)
-    if not served.supports_images:  # Ollama's base64 images, on a text-only model
-        for schema in schemas.values():
-            schema.get("properties", {}).pop("images", None)
-    dimensions = schemas.get("EmbedRequest", {}).get("properties", {}).get("dimensions", {})
-    for option in dimensions.get("anyOf", [dimensions]):
-        if option.get("type") == "integer":  # Ollama's /api/embed, as OpenAI's
-            option["maximum"] = served.hidden_size
+    fit_ollama_requests(schemas, served)

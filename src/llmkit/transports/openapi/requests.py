@@ -1,11 +1,12 @@
 """The request schemas of the OpenAPI document, fitted to the served model.
 
-The pydantic models state each field's type and range; this adds what depends on the
-model (token ids below the vocabulary size, ``max_tokens`` and the logprobs counts within
-its limits, image parts only for a model that reads images) and the rules the models check
-in code (content required but for an assistant calling tools, a non-empty ``stop``), so
-that what the document calls valid is what the server accepts. What JSON Schema cannot
-state (a prompt's length in tokens) is said in the descriptions.
+The pydantic models state each field's type and range, the same that validates a request;
+this adds what depends on the model (token ids below the vocabulary size, ``max_tokens``
+and the logprobs counts within its limits, image parts only for a model that reads images,
+``suffix`` only for one that can insert) and the rules between fields the server checks in
+code (content required but for an assistant calling tools, ``stream_options`` only with
+``stream``), so that what the document calls valid is what the server accepts. What JSON
+Schema cannot state (a prompt's length in tokens) is said in the descriptions.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmkit.protocol.openai.chat import RESERVED_TEMPLATE_KWARGS
+from llmkit.protocol.openai.common import StructuredOutputs
 
 # Rules between fields that JSON Schema cannot state, and what the server answers.
 _PROMPT_FITS = (
@@ -42,6 +44,7 @@ class ServedModel:
     vocab_size: int
     hidden_size: int
     supports_images: bool
+    can_insert: bool  # it has the fill-in-the-middle tokens (code completion, suffix)
     has_chat_template: bool
     auto_tool_choice: bool
 
@@ -49,19 +52,14 @@ class ServedModel:
 def fit_requests(schemas: dict[str, Any], model: ServedModel) -> None:
     """Tighten the request schemas in ``schemas`` (``$defs`` by model name) in place."""
     token_id = {"type": "integer", "minimum": 0, "maximum": model.vocab_size - 1}
-    ids = {"type": "array", "items": token_id, "minItems": 1}
     for name in ("CompletionRequest", "ChatCompletionRequest"):
         props = schemas[name]["properties"]
         for field in ("max_tokens", "max_completion_tokens"):
             # At least one prompt token: the completion gets the rest of the context.
-            _bound(props, field, model.max_model_len - 1)
+            bound(props, field, model.max_model_len - 1)
         for field in ("logprobs", "top_logprobs", "prompt_logprobs"):
-            _bound(props, field, model.max_logprobs)
-        props["stop"] = _nullable(
-            {"type": "string", "minLength": 1},
-            {"type": "array", "items": {"type": "string", "minLength": 1}},
-        )
-        props["stop_token_ids"] = _nullable({"type": "array", "items": token_id})
+            bound(props, field, model.max_logprobs)
+        _token_ids(props["stop_token_ids"], token_id)
         bias = props["logit_bias"]["anyOf"][0]
         bias["propertyNames"] = {"pattern": _below(model.vocab_size)}
         # stream_options only with stream: true.
@@ -74,24 +72,11 @@ def fit_requests(schemas: dict[str, Any], model: ServedModel) -> None:
             }
         }
     completion = schemas["CompletionRequest"]
-    completion["properties"]["prompt"] = {
-        "anyOf": [
-            {"type": "string"},
-            {"type": "array", "items": {"type": "string"}, "minItems": 1},
-            ids,
-            {"type": "array", "items": ids, "minItems": 1},
-        ]
-    }
-    completion["properties"]["suffix"] = _nullable({"type": "string", "maxLength": 0})
-    completion["properties"]["best_of"]["description"] = (
-        "Must equal n when given; with use_beam_search, the number of beams (at least n)."
-    )
-    completion["properties"]["use_beam_search"]["description"] = (
-        "vLLM's beam search: the best n of best_of (or n) beams as the choices. Not with "
-        "stream; each beam reads twice the beams' number of logprobs a step, which must be "
-        "within the engine's max_logprobs."
-    )
+    _token_ids(completion["properties"]["prompt"], token_id)
+    if not model.can_insert:
+        completion["properties"]["suffix"] = {"type": "null", "default": None}
     completion["description"] = _PROMPT_FITS
+    completion["dependentSchemas"]["use_beam_search"] = _beam_search(model.max_logprobs // 2)
     chat = schemas["ChatCompletionRequest"]
     chat["description"] = _CHAT_RULES
     _fit_tools(chat, model)
@@ -100,25 +85,32 @@ def fit_requests(schemas: dict[str, Any], model: ServedModel) -> None:
     _fit_tokenize(schemas["TokenizeRequest"], model)
     for name in ("ChatCompletionRequest", "TokenizeRequest"):
         _template_rules(schemas[name])
-    schemas["DetokenizeRequest"]["properties"]["tokens"]["items"] = token_id
+    _token_ids(schemas["DetokenizeRequest"]["properties"]["tokens"], token_id)
     embedding = schemas["EmbeddingRequest"]["properties"]
-    embedding["input"] = {
-        "anyOf": [
-            {"type": "string", "minLength": 1},
-            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-            ids,
-            {"type": "array", "items": ids, "minItems": 1},
-        ]
-    }
-    _bound(embedding, "dimensions", model.hidden_size)
-    embedding["truncate_prompt_tokens"] = _nullable(
-        {"type": "integer", "const": -1},
-        {"type": "integer", "minimum": 1, "maximum": model.max_model_len},
-    )
+    _token_ids(embedding["input"], token_id)
+    bound(embedding, "dimensions", model.hidden_size)
+    bound(embedding, "truncate_prompt_tokens", model.max_model_len)
     schemas["EmbeddingRequest"]["description"] = (
         "Each input's tokens must fit the context (max_model_len) unless "
         "truncate_prompt_tokens is set; a 400 (code context_length_exceeded) otherwise."
     )
+
+
+def _beam_search(widest: int) -> dict[str, Any]:
+    """use_beam_search: not with stream, and at most ``widest`` beams (each reads twice the
+    beams' number of logprobs a step); best_of (the beams) or else n is the width."""
+    off = {"properties": {"use_beam_search": {"const": False}}}
+    if widest < 1:
+        return off
+    width = {"type": "integer", "maximum": widest}
+    on = {
+        "properties": {
+            "stream": {"const": False},
+            "n": width,
+            "best_of": {"anyOf": [{"type": "null"}, width]},
+        }
+    }
+    return {"anyOf": [off, on]}
 
 
 def _fit_messages(schemas: dict[str, Any], model: ServedModel) -> None:
@@ -157,7 +149,7 @@ def _fit_tools(chat: dict[str, Any], model: ServedModel) -> None:
     """Tools are functions with names; tool_choice needs tools, and "auto" (the default
     with tools) a server started with a tool-call parser."""
     props = chat["properties"]
-    props["tools"] = _tools()
+    props["tools"] = tools_schema()
     modes = ["none", "required"] + (["auto"] if model.auto_tool_choice else [])
     named = {
         "type": "object",
@@ -196,13 +188,10 @@ def _fit_tools(chat: dict[str, Any], model: ServedModel) -> None:
 def _fit_structured(schemas: dict[str, Any]) -> None:
     """structured_outputs sets exactly one kind of constraint; response_format's json_schema
     carries a schema; the two are not both set."""
-    kinds = {
-        "json": {"type": "object"},
-        "json_object": {"const": True},
-        "regex": {"type": "string", "minLength": 1},
-        "choice": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-        "grammar": {"type": "string", "minLength": 1},
-    }
+    fields = StructuredOutputs.model_json_schema(by_alias=True)["properties"]
+    # Each kind as the model states it when set (json_object false is not asking).
+    kinds = {name: field["anyOf"][0] for name, field in fields.items()}
+    kinds["json_object"] = {"const": True}
     unset = {name: {"type": "null"} for name in kinds} | {"json_object": {"enum": [None, False]}}
     constraint = {
         "anyOf": [
@@ -256,7 +245,7 @@ def _template_rules(request: dict[str, Any]) -> None:
     kwargs["propertyNames"] = {"not": {"enum": sorted(RESERVED_TEMPLATE_KWARGS)}}
 
 
-def _tools() -> dict[str, Any]:
+def tools_schema() -> dict[str, Any]:
     """``tools``: functions with names (chat requests and /tokenize check them alike)."""
     function = {
         "type": "object",
@@ -272,7 +261,7 @@ def _tools() -> dict[str, Any]:
 
 
 def _fit_tokenize(tokenize: dict[str, Any], model: ServedModel) -> None:
-    tokenize["properties"]["tools"] = _tools()
+    tokenize["properties"]["tools"] = tools_schema()
     prompt = {"properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}
     messages = {"properties": {"messages": {"type": "array"}}, "required": ["messages"]}
     tokenize["properties"]["prompt"] = _nullable({"type": "string"})
@@ -287,7 +276,7 @@ def _fit_tokenize(tokenize: dict[str, Any], model: ServedModel) -> None:
         tokenize["required"] = ["prompt"]
 
 
-def _bound(properties: dict[str, Any], name: str, maximum: int) -> None:
+def bound(properties: dict[str, Any], name: str, maximum: int) -> None:
     """Give the integer form of ``properties[name]`` an upper bound."""
     schema = properties.get(name)
     if schema is None:
@@ -295,6 +284,16 @@ def _bound(properties: dict[str, Any], name: str, maximum: int) -> None:
     for option in schema.get("anyOf", [schema]):
         if option.get("type") == "integer":
             option["maximum"] = maximum
+
+
+def _token_ids(schema: dict[str, Any], token_id: dict[str, Any]) -> None:
+    """Each integer in ``schema`` (a prompt's token ids, in any of its forms) a token id."""
+    if schema.get("type") == "integer":
+        schema |= token_id
+    for option in schema.get("anyOf", []):
+        _token_ids(option, token_id)
+    if isinstance(schema.get("items"), dict):
+        _token_ids(schema["items"], token_id)
 
 
 def _nullable(*options: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,6 @@ def fit_responses_request(schemas: dict[str, Any], model: ServedModel) -> None:
     request["description"] = _RULES
     props = request["properties"]
     props["max_output_tokens"]["anyOf"][0]["maximum"] = model.max_model_len - 1
-    props["input"]["anyOf"][1]["minItems"] = 1
     modes = ["none", "required"] + (["auto"] if model.auto_tool_choice else [])
     props["tool_choice"]["anyOf"][0] = {"enum": modes}
     rules = request.setdefault("dependentSchemas", {})
