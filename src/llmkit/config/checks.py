@@ -3,10 +3,7 @@ speculative_config's settings (vLLM's)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from llmkit.config.engine import EngineConfig
+from typing import Any
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -69,9 +66,10 @@ def speculative_settings(spec: object) -> dict[str, Any]:
     return out
 
 
-def check_engine_config(config: EngineConfig) -> None:
-    """Every field of ``config`` within its allowed values, and the fields' rules between
-    them (ValueError naming the field); fills in speculative_config's defaults."""
+def check_engine_config(config: Any) -> None:
+    """Every field of ``config`` (an EngineConfig: typed loosely, as engine.py imports this
+    module) within its allowed values, and the fields' rules between them (ValueError naming
+    the field); fills in speculative_config's defaults."""
     if not config.model:
         raise ValueError("model must be a model directory or a known model name, got ''")
     choice("dtype", config.dtype, DTYPES)
