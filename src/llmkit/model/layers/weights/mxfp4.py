@@ -27,11 +27,12 @@ import torch.nn.functional as F
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
 from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.table import BY_NAME
 from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
 
 SOURCE = SOURCES / "mxfp4.c"
 BLOCK = 32  # inputs that share an exponent
-BLOCK_BYTES = 1 + BLOCK // 2  # a file's block: the exponent, then 16 bytes of codes
+BLOCK_BYTES = BY_NAME["MXFP4"].block_bytes  # a file's block: the exponent, 16 bytes of codes
 VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)  # ggml's kvalues_mxfp4
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 

@@ -26,12 +26,13 @@ import torch.nn.functional as F
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
 from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.table import BY_NAME
 from llmkit.model.layers.weights.w4a8 import quantize_activations
 
 SOURCE = SOURCES / "q8.c"
 TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
 BLOCK = 32  # inputs that share a scale
-Q8_0_BYTES = 2 + BLOCK  # a Q8_0 block: float16 scale, 32 s8 codes
+Q8_0_BYTES = BY_NAME["Q8_0"].block_bytes  # a Q8_0 block: float16 scale, 32 s8 codes
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 

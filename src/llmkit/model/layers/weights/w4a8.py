@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
 from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.table import BY_NAME
 
 SOURCE = SOURCES / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
@@ -87,7 +88,7 @@ def from_q4_1(blocks: torch.Tensor, in_features: int) -> Packed:
     if in_features % BLOCK:
         raise ValueError(f"Q4_1 rows hold whole blocks of {BLOCK}, got {in_features} inputs")
     n = blocks.shape[0]
-    b = blocks.reshape(n, in_features // BLOCK, 20)
+    b = blocks.reshape(n, in_features // BLOCK, BY_NAME["Q4_1"].block_bytes)
     b = F.pad(b, (0, 0, 0, 0, 0, -(-n // TILE) * TILE - n))  # zero rows up to whole tiles
     scales = b[..., 0:2].contiguous().view(torch.float16)[..., 0]
     mins = b[..., 2:4].contiguous().view(torch.float16)[..., 0]
@@ -101,7 +102,7 @@ def from_q4_0(blocks: torch.Tensor, in_features: int) -> Packed:
     codes per block, worth ``d * (q - 8)``, i.e. Q4_1 with the min ``-8 d`` (exact in float16)."""
     if in_features % BLOCK:
         raise ValueError(f"Q4_0 rows hold whole blocks of {BLOCK}, got {in_features} inputs")
-    b = blocks.reshape(blocks.shape[0], in_features // BLOCK, 18)
+    b = blocks.reshape(blocks.shape[0], in_features // BLOCK, BY_NAME["Q4_0"].block_bytes)
     mins = (b[..., 0:2].contiguous().view(torch.float16) * -8).view(torch.uint8)
     q4_1 = torch.cat([b[..., 0:2], mins, b[..., 2:]], dim=-1)
     return from_q4_1(q4_1.reshape(blocks.shape[0], -1), in_features)
