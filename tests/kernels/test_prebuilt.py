@@ -39,10 +39,10 @@ def test_a_cpu_runs_the_variants_its_flags_allow_widest_first(flags, names):
 
 
 @x86
-@pytest.mark.parametrize("kernel", [w4a8, q8, kq, mxfp4], ids=lambda m: m.SOURCE.stem)
+@pytest.mark.parametrize("kernel", [w4a8, q8, kq, mxfp4], ids=lambda m: m.KERNEL.name)
 def test_each_variant_multiplies_with_its_own_instructions(kernel):
     for variant in loader.variants():
-        assert kernel.path(variant.name) == variant.name
+        assert kernel.KERNEL.path(variant.name) == variant.name
 
 
 @x86
@@ -63,7 +63,8 @@ from llmkit.model.attention import paged_decode_cpu
 from llmkit.model.layers import gated_delta_cpu
 from llmkit.model.layers.weights import kq, mxfp4, q8, w4a8
 from llmkit.model.models import llama_fused
-kernels = (paged_decode_cpu, gated_delta_cpu, kq, mxfp4, q8, w4a8, llama_fused)
+weights = (kq.KERNEL, mxfp4.KERNEL, q8.KERNEL, w4a8.KERNEL)
+kernels = (paged_decode_cpu, gated_delta_cpu, *weights, llama_fused)
 assert all(kernel.load() is not None for kernel in kernels)
 """
 
@@ -93,7 +94,7 @@ def test_changed_sources_are_compiled_once_at_run_time(tmp_path, monkeypatch, ca
     monkeypatch.setenv("HOME", str(tmp_path))
     caplog.set_level(logging.INFO, logger=loader.__name__)
     for _ in range(2):
-        assert loader.load_function(q8.SOURCE, "q8_path", []) is not None
+        assert loader.load_function(q8.KERNEL.source, "q8_path", []) is not None
     compiled = [r for r in caplog.records if r.getMessage().startswith("compiling the q8")]
     assert len(compiled) == 1
     assert len(list((tmp_path / ".cache" / "llmkit" / "kernels").glob("q8-*.so"))) == 1

@@ -20,6 +20,8 @@ from llmkit.model.demo import ModelSpec
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear
 from llmkit.model.layers.weights import kq
+from llmkit.model.layers.weights.kernel import quantize_activations
+from llmkit.model.layers.weights.kq import KERNEL
 from llmkit.model.layers.weights.registry import FORMATS
 from llmkit.model.names import resolve_model
 
@@ -83,7 +85,7 @@ def test_the_c_layout_equals_the_torch_one(qtype):
 
 @pytest.mark.parametrize("qtype", TYPES)
 def test_every_kernel_path_equals_float64_and_the_others_to_the_bit(qtype):
-    paths = builds_here(kq.SOURCE, "kq_path")
+    paths = builds_here(KERNEL.source, "kq_path")
     if not paths:
         pytest.skip("the kq kernel does not build here (no AVX2 or no compiler)")
     weight, blocks = _blocks(qtype, rows=37)
@@ -93,16 +95,16 @@ def test_every_kernel_path_equals_float64_and_the_others_to_the_bit(qtype):
     # more than a row block of 64
     for rows in (1, 7, 8, 16, 32, 70):
         x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)) * 3
-        outs = {name: kq.linear(x, packed, 37, kq.load(flags)) for name, flags in paths.items()}
+        outs = {name: KERNEL.linear(x, packed, 37, KERNEL.load(f)) for name, f in paths.items()}
         first = next(iter(outs.values()))
         assert all(torch.equal(first, out) for out in outs.values()), list(outs)
         for flags in paths:  # each row alone in steps of 7: the tile path, whatever M picks
-            kernel = kq.load(flags)
+            kernel = KERNEL.load(flags)
             tiles = torch.cat(
-                [kq.linear(x[m : m + 7], packed, 37, kernel) for m in range(0, rows, 7)]
+                [KERNEL.linear(x[m : m + 7], packed, 37, kernel) for m in range(0, rows, 7)]
             )
             assert torch.equal(first, tiles), (flags, rows)
-        codes, scale = kq.quantize_activations(x)
+        codes, scale = quantize_activations(x)
         exact = (codes * scale).double() @ wide.T  # the kernel's products, summed in float64
         assert (first.double() - exact).abs().max() <= 1e-5 * exact.abs().max()
         reference = x.double() @ wide.T  # the activations' int8 rounding, at most

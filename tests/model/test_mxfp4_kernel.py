@@ -24,18 +24,19 @@ from llmkit.kernels.cpu.build import PATHS
 from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.layers.native import NativeLinear, Part
 from llmkit.model.layers.weights import mxfp4
+from llmkit.model.layers.weights.kernel import quantize_activations
+from llmkit.model.layers.weights.mxfp4 import KERNEL
 from llmkit.model.layers.weights.registry import FORMATS
-from llmkit.model.layers.weights.w4a8 import quantize_activations
 from llmkit.model.models import llama_fused
 
-WIDEST = mxfp4.path()
+WIDEST = KERNEL.path()
 needs_kernel = pytest.mark.skipif(WIDEST is None, reason="no C compiler / AVX2 here")
 MXFP4 = gguf.GGMLQuantizationType.MXFP4
 
 
 def _builds() -> list[tuple[str, str]]:
     """Each path this CPU runs, with the flags that build it."""
-    return sorted(builds_here(mxfp4.SOURCE, "mxfp4_path").items())
+    return sorted(builds_here(KERNEL.source, "mxfp4_path").items())
 
 
 def blocks(rows: int, k: int, seed: int, exponents: tuple[int, int] = (114, 124)) -> np.ndarray:
@@ -101,7 +102,7 @@ def test_kernel_equals_the_reference(build, rows, n, k):
     previous = torch.get_num_threads()
     torch.set_num_threads(1 + rows % 3)
     try:
-        got = mxfp4.linear(x, packed, n, mxfp4.load(build[1]))
+        got = KERNEL.linear(x, packed, n, KERNEL.load(build[1]))
     finally:
         torch.set_num_threads(previous)
     want = reference(x, packed, n)
@@ -114,7 +115,7 @@ def test_every_path_gives_the_same_floats():
     """The integer dot products are exact on each path, and the floats made of them alike."""
     x = torch.randn(9, 320, generator=torch.Generator().manual_seed(2)) * 3
     packed = mxfp4.from_mxfp4(torch.from_numpy(blocks(27, 320, seed=3)), 320)
-    outs = {name: mxfp4.linear(x, packed, 27, mxfp4.load(flags)) for name, flags in _builds()}
+    outs = {name: KERNEL.linear(x, packed, 27, KERNEL.load(flags)) for name, flags in _builds()}
     first = next(iter(outs.values()))
     assert all(torch.equal(first, out) for out in outs.values()), list(outs)
 
@@ -125,17 +126,17 @@ def test_activations_of_one_sign_meet_the_offset_exactly():
     x = torch.rand(5, 128, generator=torch.Generator().manual_seed(4)) + 1
     packed = mxfp4.from_mxfp4(torch.from_numpy(blocks(16, 128, seed=5)), 128)
     want = reference(x, packed, 16)
-    assert (mxfp4.linear(x, packed, 16).double() - want).abs().max() <= 1e-6 * want.abs().max()
+    assert (KERNEL.linear(x, packed, 16).double() - want).abs().max() <= 1e-6 * want.abs().max()
 
 
 def test_torch_path_equals_the_kernel():
     g = torch.Generator().manual_seed(6)
     x = torch.randn(7, 96, generator=g)
     packed = mxfp4.from_mxfp4(torch.from_numpy(blocks(11, 96, seed=7)), 96)
-    got = mxfp4.linear_in_torch(x, packed, 11)
+    got = KERNEL.linear_in_torch(x, packed, 11)
     torch.testing.assert_close(got.double(), reference(x, packed, 11), rtol=1e-5, atol=1e-6)
     if WIDEST is not None:
-        torch.testing.assert_close(got, mxfp4.linear(x, packed, 11), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got, KERNEL.linear(x, packed, 11), rtol=1e-5, atol=1e-6)
 
 
 def test_a_native_linear_stacks_an_mxfp4_part_beside_another_format():

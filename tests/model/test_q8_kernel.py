@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 from llmkit.kernels.cpu.build import PATHS
 from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.layers.weights import q8
-from llmkit.model.layers.weights.w4a8 import quantize_activations
+from llmkit.model.layers.weights.kernel import quantize_activations
 
-WIDEST = q8.path()
+WIDEST = q8.KERNEL.path()
 needs_kernel = pytest.mark.skipif(WIDEST is None, reason="no C compiler / AVX2 here")
 
 
 def _builds() -> list[tuple[str, str]]:
     """Each path this CPU runs, with the flags that build it."""
-    return sorted(builds_here(q8.SOURCE, "q8_path").items())
+    return sorted(builds_here(q8.KERNEL.source, "q8_path").items())
 
 
 def test_every_path_the_cpu_has_is_built():
@@ -59,7 +59,7 @@ def test_kernel_equals_the_reference(build, rows, n, k, threads, seed):
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        got = q8.linear(x, packed, n, q8.load(build[1]))
+        got = q8.KERNEL.linear(x, packed, n, q8.KERNEL.load(build[1]))
     finally:
         torch.set_num_threads(previous)
     want = reference(x, packed, n)
@@ -82,5 +82,5 @@ def test_q8_0_blocks_read_as_the_gguf_package_dequantizes_them():
 def test_torch_path_equals_the_reference():
     g = torch.Generator().manual_seed(1)
     x, packed = torch.randn(5, 70, generator=g), q8.pack(torch.randn(11, 70, generator=g))
-    got = q8.linear_in_torch(x, packed, 11)
+    got = q8.KERNEL.linear_in_torch(x, packed, 11)
     torch.testing.assert_close(got.double(), reference(x, packed, 11), rtol=1e-5, atol=1e-5)

@@ -19,20 +19,21 @@ from llmkit.kernels.cpu import loader
 from llmkit.kernels.cpu.build import PATHS
 from llmkit.kernels.cpu.loader import builds_here
 from llmkit.model.layers.weights import w4a8
+from llmkit.model.layers.weights.kernel import quantize_activations
 
-needs_kernel = pytest.mark.skipif(w4a8.load() is None, reason="no C compiler / AVX2 here")
-BUILDS = sorted(builds_here(w4a8.SOURCE, "w4a8_path").items())
+needs_kernel = pytest.mark.skipif(w4a8.KERNEL.load() is None, reason="no C compiler / AVX2 here")
+BUILDS = sorted(builds_here(w4a8.KERNEL.source, "w4a8_path").items())
 
 
 def test_every_path_the_cpu_has_is_built():
     missing = [p for p in PATHS if p not in dict(BUILDS)]
     if missing:  # say which paths this run cannot check, rather than pass in silence
         print(f"w4a8 kernel paths this CPU lacks (not checked here): {', '.join(missing)}")
-    assert w4a8.load() is None or "avx2" in dict(BUILDS)
+    assert w4a8.KERNEL.load() is None or "avx2" in dict(BUILDS)
 
 
 def reference(x: torch.Tensor, packed: w4a8.Packed, n: int) -> torch.Tensor:
-    codes, scale = w4a8.quantize_activations(x.float())
+    codes, scale = quantize_activations(x.float())
     weight = w4a8.dequantize(packed)[:n, : x.shape[1]]
     return (codes.double() * scale.double()) @ weight.double().T
 
@@ -63,8 +64,8 @@ def test_kernel_matches_the_quantized_math(build, rows, n, k, group, threads, se
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        got = w4a8.linear(x, packed, n, w4a8.load(build[1]))
-        widest = w4a8.linear(x, packed, n)
+        got = w4a8.KERNEL.linear(x, packed, n, w4a8.KERNEL.load(build[1]))
+        widest = w4a8.KERNEL.linear(x, packed, n)
     finally:
         torch.set_num_threads(previous)
     assert got.shape == (rows, n) and got.dtype == torch.float32
@@ -78,13 +79,13 @@ def test_kernel_on_the_benchmark_shapes():
     for rows, n, k in [(1, 1536, 1024), (32, 5632, 1024), (33, 1024, 2816)]:
         weight, x = torch.randn(n, k) * 0.05, torch.randn(rows, k)
         packed = w4a8.pack(weight, 128)
-        assert relative_error(w4a8.linear(x, packed, n), reference(x, packed, n)) < 1e-5
+        assert relative_error(w4a8.KERNEL.linear(x, packed, n), reference(x, packed, n)) < 1e-5
 
 
 def test_zero_rows_and_zero_activations():
     packed = w4a8.pack(torch.randn(16, 64), 32)
-    assert w4a8.linear(torch.empty(0, 64), packed, 16).shape == (0, 16)
-    assert torch.equal(w4a8.linear(torch.zeros(3, 64), packed, 16), torch.zeros(3, 16))
+    assert w4a8.KERNEL.linear(torch.empty(0, 64), packed, 16).shape == (0, 16)
+    assert torch.equal(w4a8.KERNEL.linear(torch.zeros(3, 64), packed, 16), torch.zeros(3, 16))
 
 
 def test_packing_round_trips_within_half_a_step():
@@ -115,7 +116,7 @@ def test_q4_1_rows_become_the_same_weights_unrequantized(n, k):
     assert torch.equal(w4a8.dequantize(packed)[:n], file_numbers)
     assert not w4a8.dequantize(packed)[n:].any()  # the padding rows
     x = torch.randn(5, k)
-    assert relative_error(w4a8.linear(x, packed, n), reference(x, packed, n)) < 1e-5
+    assert relative_error(w4a8.KERNEL.linear(x, packed, n), reference(x, packed, n)) < 1e-5
 
 
 def test_without_a_compiler_torch_runs_the_same_math(monkeypatch, tmp_path):
@@ -124,16 +125,16 @@ def test_without_a_compiler_torch_runs_the_same_math(monkeypatch, tmp_path):
     torch.manual_seed(0)
     weight, x = torch.randn(37, 200), torch.randn(9, 200)
     packed = w4a8.pack(weight, 64)
-    kernel = w4a8.linear(x, packed, 37)
-    w4a8.load.cache_clear()
+    kernel = w4a8.KERNEL.linear(x, packed, 37)
+    w4a8.KERNEL.load.cache_clear()
     monkeypatch.setattr(loader, "PREBUILT", tmp_path)  # none built at install either
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("HOME", str(tmp_path))
     try:
-        assert w4a8.load() is None
-        fallback = w4a8.linear(x, packed, 37)
+        assert w4a8.KERNEL.load() is None
+        fallback = w4a8.KERNEL.linear(x, packed, 37)
     finally:
-        w4a8.load.cache_clear()
+        w4a8.KERNEL.load.cache_clear()
     want = reference(x, packed, 37)
     assert relative_error(fallback, want) < 1e-5
     assert relative_error(kernel, want) < 1e-5

@@ -16,10 +16,10 @@ from llmkit.model.layers.weights import kq, mxfp4, q8, w4a8
 from llmkit.model.models import llama_fused
 
 _LOADS = (
-    w4a8.load,
-    q8.load,
-    kq.load,
-    mxfp4.load,
+    w4a8.KERNEL.load,
+    q8.KERNEL.load,
+    kq.KERNEL.load,
+    mxfp4.KERNEL.load,
     llama_fused.load,
     paged_decode_cpu.load,
     gated_delta_cpu.load,

@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.kernels.cpu.loader import load_function
+from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
 from llmkit.model.layers.weights.table import FORMATS, layouts
-from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
+from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, unnibble
 
 SOURCE = SOURCES / "kq.c"
 SUPER = 256  # a K-quant super-block's inputs
@@ -48,18 +48,6 @@ class Packed(NamedTuple):
     mn: torch.Tensor
     d: torch.Tensor
     dmin: torch.Tensor
-
-
-@functools.cache
-def load(variant: str | None = None) -> Callable[..., int] | None:
-    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
-    cannot be had here."""
-    return load_function(SOURCE, "kq_linear", [_P] * 8 + [_I64] * 6, variant)
-
-
-def path(variant: str | None = None) -> str | None:
-    """The instructions the kernel for ``variant`` multiplies with, or None."""
-    return instruction_path(SOURCE, "kq_path", variant)
 
 
 @functools.cache
@@ -252,36 +240,12 @@ def dequantize(packed: Packed) -> torch.Tensor:
     return (scale[..., None] * sub - low[..., None]).view(np_, kp)
 
 
-def linear(
-    x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
-) -> torch.Tensor:
-    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
-    ``kernel``: a build of :func:`load` (default: this machine's widest)."""
-    x = x.float().contiguous()
-    rows, k = x.shape
-    kernel = kernel or load()
-    if kernel is None:
-        codes, scale = quantize_activations(x)
-        return F.linear(codes * scale, dequantize(packed)[:out_features, :k])
-    out = x.new_empty((rows, out_features))
-    status = kernel(
-        x.data_ptr(),
-        *(t.data_ptr() if t.numel() else None for t in packed[1:]),
-        out.data_ptr(),
-        rows,
-        k,
-        packed.lo.shape[1] * 8,
-        out_features,
-        LAYOUTS.index(packed.fmt),
-        torch.get_num_threads(),
-    )
-    if status != 0:
-        raise MemoryError("the kq kernel ran out of memory")
-    return out
+def call(packed: Packed) -> Call:
+    return Call(packed[1:], packed.lo.shape[1] * 8, (LAYOUTS.index(packed.fmt),))
 
 
 def fused(packed: Packed) -> Fused:  # the low nibbles: 8 inputs a row
     return Fused(list(packed[1:]), LAYOUTS.index(packed.fmt), packed.lo.shape[1] * 8, 32)
 
 
-KERNEL = Kernel("kq", Packed, read, linear, dequantize, load, fused)
+KERNEL = Kernel("kq", Packed, read, dequantize, call, 6, 1, fused=fused)

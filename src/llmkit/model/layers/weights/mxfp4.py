@@ -6,35 +6,28 @@ first 16 inputs in the low nibbles); as ggml keeps them, a code's value is doubl
 (:data:`VALUES`) and the scale halved: ``w = VALUES[code] * 2**(e - 128)``. The codes stay
 packed (w4a8's nibble layout) beside one exponent byte a block: 4.25 bits a weight, as in
 the file. The activations are quantized as for the other formats (a scale per 32 inputs,
-:func:`llmkit.model.layers.weights.w4a8.quantize_activations`), so the dot products are integers.
+:func:`llmkit.model.layers.weights.kernel.quantize_activations`), so the dot products are integers.
 :func:`dequantize` gives the numbers ``gguf.quants.dequantize`` gives, bit for bit.
 
 The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader` (AVX2, AVX-VNNI or
 AVX512-VNNI; the narrower variants load too, to test them). Where it cannot be had,
-:func:`linear` runs the same quantized math in torch.
+``KERNEL.linear`` runs the same quantized math in torch.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
 from llmkit.model.layers.weights.table import BY_NAME
-from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, quantize_activations, unnibble
+from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, unnibble
 
-SOURCE = SOURCES / "mxfp4.c"
 BLOCK = 32  # inputs that share an exponent
 BLOCK_BYTES = BY_NAME["MXFP4"].block_bytes  # a file's block: the exponent, 16 bytes of codes
 VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)  # ggml's kvalues_mxfp4
-_I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 
 class Packed(NamedTuple):
@@ -43,18 +36,6 @@ class Packed(NamedTuple):
 
     codes: torch.Tensor
     exponents: torch.Tensor
-
-
-@functools.cache
-def load(variant: str | None = None) -> Callable[..., int] | None:
-    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
-    cannot be had here."""
-    return load_function(SOURCE, "mxfp4_linear", [_P] * 4 + [_I64] * 5, variant)
-
-
-def path(variant: str | None = None) -> str | None:
-    """The instructions the kernel for ``variant`` multiplies with, or None."""
-    return instruction_path(SOURCE, "mxfp4_path", variant)
 
 
 def from_mxfp4(blocks: torch.Tensor, in_features: int) -> Packed:
@@ -89,44 +70,13 @@ def dequantize(packed: Packed) -> torch.Tensor:
     return (values * per_column).view(np_, kp)
 
 
-def linear(
-    x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
-) -> torch.Tensor:
-    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
-    ``kernel``: a build of :func:`load` (default: this machine's widest)."""
-    x = x.float().contiguous()
-    rows, k = x.shape
-    kernel = kernel or load()
-    if kernel is None:
-        return linear_in_torch(x, packed, out_features)
-    codes, exponents = packed
-    out = x.new_empty((rows, out_features))
-    status = kernel(
-        x.data_ptr(),
-        codes.data_ptr(),
-        exponents.data_ptr(),
-        out.data_ptr(),
-        rows,
-        k,
-        codes.shape[1] * 8,
-        out_features,
-        torch.get_num_threads(),
-    )
-    if status != 0:
-        raise MemoryError("the mxfp4 kernel ran out of memory")
-    return out
-
-
-def linear_in_torch(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
-    """:func:`linear`'s math in torch ops, where no kernel can be built: activation codes
-    times the dequantized weight, equal to the kernel's numbers up to float rounding."""
-    codes, scale = quantize_activations(x.float())
-    return F.linear(codes * scale, dequantize(packed)[:out_features, : x.shape[1]])
-
-
 def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
     """A GGUF file's MXFP4 rows in the kernel's layout."""
     return from_mxfp4(blocks, in_features)
+
+
+def call(packed: Packed) -> Call:
+    return Call(packed, packed.codes.shape[1] * 8)
 
 
 def fused(packed: Packed) -> Fused:  # 8 inputs of 4-bit codes a row, as w4a8's
@@ -134,4 +84,4 @@ def fused(packed: Packed) -> Fused:  # 8 inputs of 4-bit codes a row, as w4a8's
     return Fused(tensors, 0, packed.codes.shape[1] * 8, None)
 
 
-KERNEL = Kernel("mxfp4", Packed, read, linear, dequantize, load, fused)
+KERNEL = Kernel("mxfp4", Packed, read, dequantize, call, 2, fused=fused)

@@ -4,36 +4,28 @@ activations with a scale per 32 inputs, on the C kernel ``llmkit/kernels/cpu/q8.
 A GGUF file's Q8_0 tensors load here as they are, not widened: its token embedding (rows
 dequantized as they are looked up), the LM head tied to it (one copy of the codes serves
 both), and Q8_0 linear layers. The activations are quantized exactly as w4a8's (the same
-codes and block scales, :func:`llmkit.model.layers.weights.w4a8.quantize_activations`), so the
+codes and block scales, :func:`llmkit.model.layers.weights.kernel.quantize_activations`), so the
 products are llama.cpp's ``q8_0 x q8_0`` dot products.
 
 The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader`: with AVX512-VNNI or
 AVX-VNNI it multiplies with ``dpbusd``, else with AVX2's ``maddubs``; the narrower variants
 load on a machine that has the wider ones, so tests check each. Where no kernel can be had,
-:func:`linear` runs the same quantized math in torch.
+``KERNEL.linear`` runs the same quantized math in torch.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
 from llmkit.model.layers.weights.table import BY_NAME
-from llmkit.model.layers.weights.w4a8 import quantize_activations
 
-SOURCE = SOURCES / "q8.c"
 TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
 BLOCK = 32  # inputs that share a scale
 Q8_0_BYTES = BY_NAME["Q8_0"].block_bytes  # a Q8_0 block: float16 scale, 32 s8 codes
-_I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 
 class Packed(NamedTuple):
@@ -42,18 +34,6 @@ class Packed(NamedTuple):
 
     codes: torch.Tensor
     scales: torch.Tensor
-
-
-@functools.cache
-def load(variant: str | None = None) -> Callable[..., int] | None:
-    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
-    cannot be had here."""
-    return load_function(SOURCE, "q8_linear", [_P] * 4 + [_I64] * 5, variant)
-
-
-def path(variant: str | None = None) -> str | None:
-    """The instructions the kernel for ``variant`` multiplies with, or None."""
-    return instruction_path(SOURCE, "q8_path", variant)
 
 
 def from_q8_0(blocks: torch.Tensor, in_features: int) -> Packed:
@@ -106,41 +86,6 @@ def dequantize(packed: Packed) -> torch.Tensor:
     return rows(packed, torch.arange(packed.codes.shape[0] * TILE))
 
 
-def linear(
-    x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
-) -> torch.Tensor:
-    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
-    ``kernel``: a build of :func:`load` (default: this machine's widest)."""
-    x = x.float().contiguous()
-    rows_, k = x.shape
-    kernel = kernel or load()
-    if kernel is None:
-        return linear_in_torch(x, packed, out_features)
-    codes, scales = packed
-    out = x.new_empty((rows_, out_features))
-    status = kernel(
-        x.data_ptr(),
-        codes.data_ptr(),
-        scales.data_ptr(),
-        out.data_ptr(),
-        rows_,
-        k,
-        codes.shape[1] * 4,
-        out_features,
-        torch.get_num_threads(),
-    )
-    if status != 0:
-        raise MemoryError("the q8 kernel ran out of memory")
-    return out
-
-
-def linear_in_torch(x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
-    """:func:`linear`'s math in torch ops, where no kernel can be built: activation codes
-    times the dequantized weight, equal to the kernel's numbers up to float rounding."""
-    codes, scale = quantize_activations(x.float())
-    return F.linear(codes * scale, dequantize(packed)[:out_features, : x.shape[1]])
-
-
 def read(kind: str, blocks: torch.Tensor, in_features: int) -> Packed:
     """A GGUF file's Q8_0 rows in the kernel's layout."""
     return from_q8_0(blocks, in_features)
@@ -152,10 +97,14 @@ def quantize(weight: torch.Tensor, group_size: int) -> Packed:
     return pack(weight)
 
 
+def call(packed: Packed) -> Call:  # 4 inputs of 8-bit codes a row
+    return Call(packed, packed.codes.shape[1] * 4)
+
+
 def fused(packed: Packed) -> Fused:  # 4 inputs of 8-bit codes a row, no group sums
     return Fused(
         [packed.codes, None, packed.scales, None, None, None], 0, packed.codes.shape[1] * 4, None
     )
 
 
-KERNEL = Kernel("q8", Packed, read, linear, dequantize, load, fused, quantize, rows)
+KERNEL = Kernel("q8", Packed, read, dequantize, call, 2, fused=fused, quantize=quantize, rows=rows)

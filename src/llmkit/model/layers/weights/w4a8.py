@@ -11,30 +11,23 @@ kernel (see the C file) and keeps nothing else: 4 + 32 / group bits a weight (5 
 32, 4.25 at 128).
 
 The kernel is loaded for this CPU by :mod:`llmkit.kernels.cpu.loader`. Where it cannot be
-(no AVX2, or no prebuilt library and no compiler), :func:`linear` runs the same quantized
+(no AVX2, or no prebuilt library and no compiler), ``KERNEL.linear`` runs the same quantized
 math in torch: activation codes times the dequantized weight, equal to the kernel's numbers
 up to float rounding.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from llmkit.kernels.cpu import SOURCES
-from llmkit.kernels.cpu.loader import instruction_path, load_function
-from llmkit.model.layers.weights.kernel import Fused, Kernel
+from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
 from llmkit.model.layers.weights.table import BY_NAME
 
-SOURCE = SOURCES / "w4a8.c"
 TILE = 8  # output columns a kernel pass produces (one float lane each)
 BLOCK = 32  # inputs whose int16 pair sums cannot saturate; a group is whole blocks
-_I64, _P = ctypes.c_int64, ctypes.c_void_p
 
 
 class Packed(NamedTuple):
@@ -44,18 +37,6 @@ class Packed(NamedTuple):
     codes: torch.Tensor
     scales: torch.Tensor
     mins: torch.Tensor
-
-
-@functools.cache
-def load(variant: str | None = None) -> Callable[..., int] | None:
-    """The compiled kernel (for ``variant``, by default this CPU's widest), or None where it
-    cannot be had here."""
-    return load_function(SOURCE, "w4a8_linear", [_P] * 5 + [_I64] * 6, variant)
-
-
-def path(variant: str | None = None) -> str | None:
-    """The instructions the kernel for ``variant`` multiplies with, or None."""
-    return instruction_path(SOURCE, "w4a8_path", variant)
 
 
 def group_for(in_features: int, group_size: int) -> int:
@@ -147,54 +128,6 @@ def dequantize(packed: Packed) -> torch.Tensor:
     return (q.float() * per_column(scales) + per_column(mins)).view(tiles * TILE, chunks * 8)
 
 
-def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Float32 ``x`` ``[M, K]`` as s8 codes (held in float32) and each one's scale, that of
-    its block of 32 inputs of its row (both ``[M, K]``): the same float operations as the
-    kernel's, so the same codes."""
-    rows, k = x.shape
-    blocks = F.pad(x, (0, -k % BLOCK)).view(rows, -1, BLOCK)
-    peak = blocks.abs().amax(dim=-1, keepdim=True)
-    # An elementwise division, as the kernel's 127.f / peak: torch divides a scalar by a
-    # tensor through a reciprocal, off by an ulp in a quarter of cases, which moves a code
-    # that sits on a .5 boundary.
-    inv = torch.where(peak > 0, torch.full_like(peak, 127.0) / peak, 0.0)
-    codes = torch.round(blocks * inv).clamp_(-127, 127)
-    scale = (peak / 127.0).expand_as(blocks)
-    return codes.reshape(rows, -1)[:, :k], scale.reshape(rows, -1)[:, :k]
-
-
-def linear(
-    x: torch.Tensor, packed: Packed, out_features: int, kernel: Callable[..., int] | None = None
-) -> torch.Tensor:
-    """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
-    ``kernel``: a build of :func:`load` (default: this machine's widest)."""
-    x = x.float().contiguous()
-    rows, k = x.shape
-    kernel = kernel or load()
-    if kernel is None:
-        codes, scale = quantize_activations(x)
-        weight = dequantize(packed)[:out_features, :k]
-        return F.linear(codes * scale, weight)
-    codes, scales, mins = packed
-    out = x.new_empty((rows, out_features))
-    status = kernel(
-        x.data_ptr(),
-        codes.data_ptr(),
-        scales.data_ptr(),
-        mins.data_ptr(),
-        out.data_ptr(),
-        rows,
-        k,
-        codes.shape[1] * 8,
-        out_features,
-        codes.shape[1] * 8 // scales.shape[1],
-        torch.get_num_threads(),
-    )
-    if status != 0:
-        raise MemoryError("the w4a8 kernel ran out of memory")
-    return out
-
-
 _READERS = {"Q4_0": from_q4_0, "Q4_1": from_q4_1}
 
 
@@ -208,10 +141,15 @@ def quantize(weight: torch.Tensor, group_size: int) -> Packed:
     return pack(weight, group_for(weight.shape[1], group_size))
 
 
+def call(packed: Packed) -> Call:
+    kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
+    return Call(packed, kp, (kp // packed.scales.shape[1],))
+
+
 def fused(packed: Packed) -> Fused:
     kp = packed.codes.shape[1] * 8  # a tile's 32-byte rows hold 8 inputs of 4-bit codes
     tensors = [packed.codes, None, packed.scales, packed.mins, None, None]
     return Fused(tensors, 0, kp, kp // packed.scales.shape[1])
 
 
-KERNEL = Kernel("w4a8", Packed, read, linear, dequantize, load, fused, quantize)
+KERNEL = Kernel("w4a8", Packed, read, dequantize, call, 3, 1, fused=fused, quantize=quantize)
