@@ -46,7 +46,7 @@ for s in "${steps[@]}"; do
         # The CUDA tests CI skips, and the async-scheduling tests (device auto: the GPU).
         step engine-tests 240 python3 -m pytest -q -p no:cacheprovider tests/gpu \
             tests/engine/core/test_async_scheduling.py tests/model/test_transfer.py \
-            "tests/model/test_quantization.py::test_cuda_kernels_accuracy_against_float32"
+            "tests/model/layers/test_quantization.py::test_cuda_kernels_accuracy_against_float32"
         ;;
     kernel-tests)
         step kernel-tests 200 python3 -m pytest -q -p no:cacheprovider tests/kernels

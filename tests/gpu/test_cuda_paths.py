@@ -11,7 +11,7 @@ import logging
 
 import pytest
 import torch
-from tests.model.test_gguf_archs import write_gguf
+from tests.model.gguf.test_gguf_archs import write_gguf
 
 from llmkit import LLM, BeamSearchParams, SamplingParams
 

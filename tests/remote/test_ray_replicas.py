@@ -8,7 +8,7 @@ import time
 import httpx
 import openai
 import pytest
-from tests.transports.test_openai_api import (  # run here too, against the replicas
+from tests.transports.openai.test_openai_api import (  # run here too, against the replicas
     test_chat_stream_equals_non_stream,
     test_completion_stream_equals_non_stream,
     test_models_tokenize_detokenize_version,

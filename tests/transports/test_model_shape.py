@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from tests.model.test_gguf_archs import write_gguf
+from tests.model.gguf.test_gguf_archs import write_gguf
 
 
 @pytest.fixture(scope="module")

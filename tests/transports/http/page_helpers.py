@@ -33,7 +33,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
+ARTIFACTS = Path(__file__).parents[3] / "test-artifacts"
 TIMEOUT_MS = 60_000
 
 

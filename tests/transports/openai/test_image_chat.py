@@ -14,8 +14,8 @@ from pathlib import Path
 
 import openai
 import pytest
-from page_helpers import Frames, ask, chromium, expect, watch_reply
 from PIL import Image
+from tests.transports.http.page_helpers import Frames, ask, chromium, expect, watch_reply
 
 from llmkit import LLM, SamplingParams
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.model.test_torch_attention import naive
+from tests.model.attention.test_torch_attention import naive
 
 from llmkit.model.attention import AttentionSpec, paged_decode_cpu
 

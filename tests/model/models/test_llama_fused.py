@@ -193,7 +193,7 @@ def test_gpt_oss_with_mxfp4_experts_decodes_as_its_modules_do(model_factory, tmp
     """A gpt-oss GGUF file as published: its experts MXFP4 (the rest Q8_0) go through the
     fused step's experts (fused_moe.h, the rows' block sums copied into slot order with
     their codes), beside windowed attention with sinks."""
-    from tests.model.test_gguf_archs import write_gguf
+    from tests.model.gguf.test_gguf_archs import write_gguf
 
     mix = lambda name: "MXFP4" if "_exps." in name else "Q8_0"  # noqa: E731
     file = write_gguf(model_factory("gpt_oss"), tmp_path / "gpt-oss.gguf", mix)

@@ -18,7 +18,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 import pytest
-from page_helpers import (
+from tests.transports.http.page_helpers import (
     TIMEOUT_MS,
     Frames,
     Problems,

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from page_helpers import TIMEOUT_MS, Frames, ask, chromium, expect, screenshot, watch_reply
+from tests.transports.http.page_helpers import (
+    TIMEOUT_MS,
+    Frames,
+    ask,
+    chromium,
+    expect,
+    screenshot,
+    watch_reply,
+)
 
 import llmkit.cli.serve.command
 import llmkit.transports.app

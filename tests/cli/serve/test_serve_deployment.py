@@ -13,7 +13,7 @@ import pytest
 from serve_helpers import PARTS_MESSAGE, rendered, template_file
 
 # The folder of serve_helpers.py, which the server imports the middleware from.
-TESTS = Path(__file__).parents[1]
+TESTS = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
-from page_helpers import TIMEOUT_MS, ask, chromium, expect
+from tests.transports.http.page_helpers import TIMEOUT_MS, ask, chromium, expect
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, WebSocketRoute

@@ -14,9 +14,9 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
-from tests.model.gguf_gemma import FAMILIES
-from tests.model.gguf_qwen35 import QWEN35
-from tests.model.kquant_blocks import quantize
+from tests.model.gguf.gguf_gemma import FAMILIES
+from tests.model.gguf.gguf_qwen35 import QWEN35
+from tests.model.layers.weights.kquant_blocks import quantize
 
 from llmkit import LLM, SamplingParams
 from llmkit.engine.core.tokenizer import Tokenizer

@@ -24,7 +24,7 @@ def _decoded(llm: LLM) -> list[tuple[list[int], list[float]]]:
 
 
 def _file(model_factory, tmp_path) -> str:
-    from tests.model.test_gguf_archs import write_gguf
+    from tests.model.gguf.test_gguf_archs import write_gguf
 
     return str(write_gguf(model_factory("qwen3_5_moe_text"), tmp_path / "moe.gguf", "Q8_0"))
 

@@ -11,8 +11,8 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from tests.model.kquant_blocks import quantize
-from tests.model.test_gguf_archs import PROMPTS, write_gguf
+from tests.model.gguf.test_gguf_archs import PROMPTS, write_gguf
+from tests.model.layers.weights.kquant_blocks import quantize
 
 from llmkit import LLM, SamplingParams
 from llmkit.kernels.cpu.loader import builds_here
@@ -174,7 +174,7 @@ def _q2_k(name: str) -> str:
 def test_a_type_without_a_kernel_still_serves_dequantized_and_is_named(
     model_factory, tmp_path, caplog, monkeypatch
 ):
-    import tests.model.kquant_blocks as blocks
+    import tests.model.layers.weights.kquant_blocks as blocks
 
     def q2_k(weight: np.ndarray, qtype: str) -> np.ndarray:
         if qtype != "Q2_K":
@@ -185,7 +185,7 @@ def test_a_type_without_a_kernel_still_serves_dequantized_and_is_named(
         return b.reshape(rows, -1)
 
     monkeypatch.setattr(blocks, "quantize", q2_k)
-    monkeypatch.setattr("tests.model.test_gguf_archs.quantize", q2_k)
+    monkeypatch.setattr("tests.model.gguf.test_gguf_archs.quantize", q2_k)
     file = write_gguf(model_factory(SPECS["llama"]), tmp_path / "q2.gguf", _q2_k)
     with caplog.at_level(logging.INFO, logger="llmkit.model.gguf.native"):
         llm = LLM(str(file), max_model_len=128)

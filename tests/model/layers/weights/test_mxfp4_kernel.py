@@ -168,7 +168,7 @@ def _mlp_in_mxfp4(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def mxfp4_file(model_factory, tmp_path_factory) -> str:
-    from tests.model.test_gguf_archs import write_gguf
+    from tests.model.gguf.test_gguf_archs import write_gguf
 
     out = tmp_path_factory.mktemp("mxfp4") / "mlp-mxfp4.gguf"
     return str(write_gguf(model_factory("llama"), out, _mlp_in_mxfp4))
@@ -177,7 +177,7 @@ def mxfp4_file(model_factory, tmp_path_factory) -> str:
 def test_a_file_with_mxfp4_layers_loads_them_as_they_are_and_scores_as_dequantized(
     mxfp4_file, caplog
 ):
-    from tests.model.test_gguf_archs import PROMPTS
+    from tests.model.gguf.test_gguf_archs import PROMPTS
 
     with caplog.at_level(logging.INFO, logger="llmkit.model.gguf.native"):
         ours = LLM(mxfp4_file, max_model_len=128)
@@ -204,7 +204,7 @@ def test_a_file_with_mxfp4_layers_loads_them_as_they_are_and_scores_as_dequantiz
 def test_the_fused_decode_step_runs_mxfp4_layers_as_their_modules_do(mxfp4_file):
     """As test_llama_fused's: four requests' decode rows through the kernel, against the same
     step with the kernel off (the kernel's RMSNorm sums in another order: ~1e-3 apart)."""
-    from tests.model.test_llama_fused import kernel_against_modules
+    from tests.model.models.test_llama_fused import kernel_against_modules
 
     llm = LLM(mxfp4_file, max_model_len=64, max_num_seqs=4)
     err = kernel_against_modules(llm._core.runner)

@@ -9,7 +9,7 @@ any JSON value in any field, each followed by a normal request (FUZZ_N=400 for a
 random run).
 
 CI runs schemathesis with 10 examples per operation. The longer run, every phase on every
-server: ``FUZZ_EXAMPLES=150 FUZZ_SEED=26 pytest tests/transports/test_openapi_fuzz.py -k
+server: ``FUZZ_EXAMPLES=150 FUZZ_SEED=26 pytest tests/transports/openapi/test_openapi_fuzz.py -k
 schemathesis`` (about 20 minutes a server on two busy cores).
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.model.test_gguf_archs import write_gguf
+from tests.model.gguf.test_gguf_archs import write_gguf
 from torch import nn
 
 from llmkit import LLM, SamplingParams

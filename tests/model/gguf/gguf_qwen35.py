@@ -11,7 +11,7 @@ from typing import Any
 
 import gguf
 import torch
-from tests.model.gguf_gemma import Family, Tensors
+from tests.model.gguf.gguf_gemma import Family, Tensors
 
 
 def _metadata(writer: gguf.GGUFWriter, cfg: dict[str, Any]) -> None:

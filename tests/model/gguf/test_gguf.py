@@ -18,7 +18,7 @@ from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear
 from llmkit.model.names import installed_gguf, resolve_model
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).parents[2] / "data"
 MAX_TOKENS = 32
 CHATS = [
     [{"role": "user", "content": "What is the capital of France?"}],
