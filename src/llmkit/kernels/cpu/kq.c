@@ -242,19 +242,20 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
     }
 }
 
-/* out [M, N] float32 = x [M, K] float32 times the packed weight of format fmt (layout above;
+/* out [M, N] float32 (rows ldo floats apart: N, or more for a part of a stacked output) =
+ * x [M, K] float32 times the packed weight of format fmt (layout above;
  * Kp = K rounded up to 32, to 256 for the K formats; N's tiles padded to 8 columns). Returns
  * 0, or -1 out of memory. */
 int kq_linear(const float *x, const uint8_t *lo, const uint8_t *hi, const void *sc,
               const void *mn, const uint16_t *d, const uint16_t *dmin, float *out, int64_t M,
-              int64_t K, int64_t Kp, int64_t N, int64_t fmt, int64_t n_threads) {
+              int64_t K, int64_t Kp, int64_t N, int64_t ldo, int64_t fmt, int64_t n_threads) {
     if (M == 0) return 0;
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
     float *xsum = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
     const int status = q != NULL && xscale != NULL && xsum != NULL ? 0 : -1;
     if (status == 0) {
-        const Job job = {x, lo, hi, sc, mn, d, dmin, out, q, xscale, xsum, M, K, Kp, N, fmt, N};
+        const Job job = {x, lo, hi, sc, mn, d, dmin, out, q, xscale, xsum, M, K, Kp, N, fmt, ldo};
         run_job(&job, n_threads);
     }
     free(q);

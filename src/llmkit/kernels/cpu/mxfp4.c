@@ -125,17 +125,18 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
     for (int r = 0; r < mt; r++) store_tile(job->out + (m0 + r) * job->ldo + t * 8, acc[r], width);
 }
 
-/* out [M, N] float32 = x [M, K] float32 times the packed weight (layout above; Kp = K
+/* out [M, N] float32 (rows ldo floats apart: N, or more for a part of a stacked output) =
+ * x [M, K] float32 times the packed weight (layout above; Kp = K
  * rounded up to 32, N's tiles padded to 8 columns). Returns 0, or -1 out of memory. */
 int mxfp4_linear(const float *x, const uint8_t *w, const uint8_t *e, float *out, int64_t M,
-                 int64_t K, int64_t Kp, int64_t N, int64_t n_threads) {
+                 int64_t K, int64_t Kp, int64_t N, int64_t ldo, int64_t n_threads) {
     if (M == 0) return 0;
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
     int32_t *qsum = malloc(sizeof(int32_t) * (size_t)(M * (Kp / 32)));
     const int status = q != NULL && xscale != NULL && qsum != NULL ? 0 : -1;
     if (status == 0) {
-        const Job job = {x, w, e, out, q, xscale, qsum, M, K, Kp, N, N};
+        const Job job = {x, w, e, out, q, xscale, qsum, M, K, Kp, N, ldo};
         run_job(&job, n_threads);
     }
     free(q);

@@ -78,10 +78,20 @@ class NativeLinear(_Holder):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         flat = x.reshape(-1, self.in_features)
-        outs = [p.format.linear(flat, p.packed, p.out_features) for p in self.parts]
-        out = (outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)).to(x.dtype)
+        if len(self.parts) == 1:
+            p = self.parts[0]
+            out = p.format.linear(flat, p.packed, p.out_features)
+        else:  # each part writes its columns of the stacked output
+            out = flat.new_empty((flat.shape[0], self.out_features), dtype=torch.float32)
+            column = 0
+            for p in self.parts:
+                p.format.linear(
+                    flat, p.packed, p.out_features, out[:, column : column + p.out_features]
+                )
+                column += p.out_features
+        out = out.to(x.dtype)
         if self.bias is not None:
-            out = out + self.bias
+            out += self.bias
         return out.reshape(*shape[:-1], self.out_features)
 
     def dequantized(self) -> torch.Tensor:

@@ -11,8 +11,10 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 import torch
+from tests.model.layers.weights.kquant_blocks import quantize
 from torch import nn
 
 from llmkit.config.checks import QUANTIZATIONS
@@ -83,3 +85,26 @@ def test_a_quantization_method_is_a_layer_of_its_format_the_fused_step_reads(met
     kind, fused = fused_view(part.packed)
     assert view.part[0].kind == kind == table.KERNELS.index(part.format.kernel.name)
     assert fused.padded_inputs == view.Kp == 96
+
+
+def _file_rows(name: str, n: int, k: int) -> torch.Tensor:
+    """``n`` rows of ``k`` inputs as a GGUF file holds them in type ``name``."""
+    rng = np.random.default_rng(0)
+    if name == "MXFP4":  # a block: an E8M0 exponent near 1.0, then 16 bytes of codes
+        blocks = rng.integers(0, 256, (n, k // 32, 17), dtype=np.uint8)
+        blocks[..., 0] = rng.integers(122, 130, (n, k // 32))
+        return torch.from_numpy(blocks.reshape(n, -1))
+    return torch.from_numpy(quantize(rng.standard_normal((n, k)).astype(np.float32), name))
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_a_part_writes_its_columns_of_a_stacked_output_and_no_others(name):
+    """A stacked layer's parts write into their columns of one output (no concatenation): the
+    same numbers as alone, and a last tile's spare columns never reach the next part's."""
+    n, k, fmt = 21, 256, FORMATS[name]
+    packed = fmt.read(_file_rows(name, n, k), k)
+    x = torch.randn(5, k, generator=torch.Generator().manual_seed(1))
+    stacked = torch.full((5, 4 + n + 11), float("nan"))
+    fmt.linear(x, packed, n, out=stacked[:, 4 : 4 + n])
+    assert torch.equal(stacked[:, 4 : 4 + n], fmt.linear(x, packed, n))
+    assert stacked[:, :4].isnan().all() and stacked[:, 4 + n :].isnan().all()

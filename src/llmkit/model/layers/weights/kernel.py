@@ -47,7 +47,7 @@ class Call(NamedTuple):
 @dataclass(frozen=True)
 class Kernel:
     """A C kernel's Python side (``weights/<name>.py`` over ``kernels/cpu/<name>.c``, whose
-    ``<name>_linear(x, tensors..., out, rows, k, kp, n, extra..., threads)`` multiplies and
+    ``<name>_linear(x, tensors..., out, rows, k, kp, n, ldo, extra..., threads)`` multiplies and
     whose ``<name>_path()`` names the instructions it multiplies with).
 
     - ``read(type, blocks, in_features)``: a GGUF type's rows (uint8 ``[out, in / block *
@@ -82,7 +82,7 @@ class Kernel:
     def load(self, variant: str | None = None) -> Callable[..., int] | None:
         """The compiled matmul (for ``variant``, by default this CPU's widest), or None
         where it cannot be had here (:meth:`linear` then runs the same math in torch)."""
-        argtypes = [_P] * (self.tensors + 2) + [_I64] * (5 + self.extra)
+        argtypes = [_P] * (self.tensors + 2) + [_I64] * (6 + self.extra)
         return load_function(self.source, f"{self.name}_linear", argtypes, variant)
 
     def path(self, variant: str | None = None) -> str | None:
@@ -95,16 +95,25 @@ class Kernel:
         packed: Packed,
         out_features: int,
         kernel: Callable[..., int] | None = None,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``.
-        ``kernel``: a build of :meth:`load` (default: this machine's widest)."""
+        """``x`` ``[M, K]`` times the packed weight's transpose: float32 ``[M, out_features]``,
+        written into ``out`` where given (float32, unit column stride: a part's columns of a
+        stacked layer's output). ``kernel``: a build of :meth:`load` (default: this
+        machine's widest)."""
         x = x.float().contiguous()
         rows, k = x.shape
         kernel = kernel or self.load()
         if kernel is None:
-            return self.linear_in_torch(x, packed, out_features)
+            product = self.linear_in_torch(x, packed, out_features)
+            return product if out is None else out.copy_(product)
+        if out is None:
+            out = x.new_empty((rows, out_features))
+        elif out.shape != (rows, out_features) or out.dtype != torch.float32 or out.stride(1) != 1:
+            raise ValueError(
+                f"out must be float32 [{rows}, {out_features}] with unit column stride"
+            )
         call = self.call(packed)
-        out = x.new_empty((rows, out_features))
         status = kernel(
             x.data_ptr(),
             *(t.data_ptr() if t.numel() else None for t in call.tensors),
@@ -113,6 +122,7 @@ class Kernel:
             k,
             call.padded_inputs,
             out_features,
+            out.stride(0),
             *call.extra,
             torch.get_num_threads(),
         )

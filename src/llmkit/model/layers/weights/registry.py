@@ -34,9 +34,12 @@ class WeightFormat:
         """The file's rows (uint8 ``[out, in / block_inputs * block_bytes]``) for the kernel."""
         return self.kernel.read(self.name, blocks, in_features)
 
-    def linear(self, x: torch.Tensor, packed: Packed, out_features: int) -> torch.Tensor:
-        """``x`` ``[M, K]`` float32 times the weight's transpose: ``[M, out_features]``."""
-        return self.kernel.linear(x, packed, out_features)
+    def linear(
+        self, x: torch.Tensor, packed: Packed, out_features: int, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``x`` ``[M, K]`` float32 times the weight's transpose: ``[M, out_features]`` (into
+        ``out``'s columns where given)."""
+        return self.kernel.linear(x, packed, out_features, out=out)
 
     def dequantize(self, packed: Packed) -> torch.Tensor:
         """The padded weight ``[Np, Kp]`` in float32, as the kernel sees it."""
