@@ -258,7 +258,8 @@ def _attend(
     group = num_heads // num_kv_heads
     keys = k.permute(1, 2, 0)  # [H_kv, D, L]
     values = v.transpose(0, 1)  # [H_kv, L, D]
-    queries = q.view(q_len, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)
+    # Scaled once here, not every chunk's scores: D numbers a query, not one a key.
+    queries = (q * spec.scale).view(q_len, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)
     out = q.new_empty(q_len, num_kv_heads, group, head_dim)
     for start in range(0, q_len, _QUERY_CHUNK):
         end = min(q_len, start + _QUERY_CHUNK)
@@ -268,7 +269,7 @@ def _attend(
         lo = 0 if spec.window is None else max(0, first - spec.window + 1)
         chunk = queries[:, :, start:end].reshape(num_kv_heads, group * rows, head_dim)
         scores = torch.bmm(chunk, keys[:, :, lo:seen]).view(num_kv_heads, group, rows, -1)
-        scores = _scores(scores, spec)
+        scores = _softcap(scores, spec)
         if spec.window is not None:
             scores += _window_mask(first, rows, lo, seen, spec.window, causal, scores)
         elif causal:  # the chunk's own keys: query i sees key j <= i
@@ -282,7 +283,11 @@ def _attend(
 
 def _scores(scores: torch.Tensor, spec: AttentionSpec) -> torch.Tensor:
     """Raw dot products -> the logits the softmax takes: scaled, soft-capped (in place)."""
-    scores.mul_(spec.scale)
+    return _softcap(scores.mul_(spec.scale), spec)
+
+
+def _softcap(scores: torch.Tensor, spec: AttentionSpec) -> torch.Tensor:
+    """Scaled dot products, soft-capped where the spec says (in place)."""
     if spec.softcap is not None:
         scores.div_(spec.softcap).tanh_().mul_(spec.softcap)
     return scores
