@@ -15,6 +15,7 @@ from torch import nn
 from llmkit.model import registry
 from llmkit.model.context import ForwardContext
 from llmkit.model.gguf.cache import gguf_table
+from llmkit.model.gguf.config import read_whole
 from llmkit.model.gguf.native import NativeWeights
 from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.names import resolve_model, resolve_tokenizer
@@ -59,6 +60,11 @@ __all__ = [
 
 
 def load_hf_config(path: str) -> PretrainedConfig:
+    """The model folder's config: a GGUF file's as its cached folder keeps it whole, else
+    transformers' class for the folder's ``config.json``."""
+    whole = read_whole(path)
+    if whole is not None:
+        return whole
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(path)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from llmkit.engine.core.tokenizer import Tokenizer
 from llmkit.model.gguf.cache import gguf_table
 from llmkit.model.gguf.weights import iter_gguf_weights
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear
+from llmkit.model.loader import load_hf_config
 from llmkit.model.names import installed_gguf, resolve_model
 
 DATA = Path(__file__).parents[2] / "data"
@@ -214,6 +217,40 @@ def test_a_second_load_maps_the_cached_folder_without_parsing_the_file(
 
     monkeypatch.setattr(gguf_files, "open_gguf", parse)
     assert load() == first
+
+
+# What a start would import for a family's config class: transformers' model-loading stack.
+FAMILY_MODULES = (
+    "transformers.models.llama.configuration_llama",
+    "transformers.utils.type_validators",
+)
+# Not the model's: where a config was read from, and generate()'s setting (the base class
+# keeps it out of a config's attributes; llmkit keeps its own cache).
+NOT_THE_MODELS = {"_name_or_path", "use_cache"}
+START = """import sys
+from llmkit.engine.core.tokenizer import Tokenizer
+from llmkit.model.loader import load_hf_config
+load_hf_config(sys.argv[1]), Tokenizer(sys.argv[1])
+print(*(m for m in sys.argv[2:] if m in sys.modules))
+"""
+
+
+def test_a_start_takes_the_config_kept_whole_not_the_familys_class(gguf_file):
+    """The cached folder keeps the file's config whole: a start reads it and the tokenizer
+    without importing the family's config class (seconds on two cores), and it holds every
+    value that class gives."""
+    folder = resolve_model(str(gguf_file))
+    run = subprocess.run(
+        [sys.executable, "-c", START, folder, *FAMILY_MODULES],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.split() == []
+    whole, family = load_hf_config(folder), transformers.AutoConfig.from_pretrained(folder)
+    assert type(family).__name__ == "LlamaConfig"
+    values = {k: v for k, v in family.to_dict().items() if k not in NOT_THE_MODELS}
+    assert {k: getattr(whole, k) for k in values} == values
 
 
 def test_smollm2_missing_says_how_to_install(monkeypatch):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 from typing import Any
 
 from tokenizers import Encoding
@@ -10,6 +12,7 @@ from tokenizers.decoders import DecodeStream
 
 from llmkit.engine.core.fim import FimTokens
 from llmkit.errors import ParamError
+from llmkit.model.gguf.config import read_whole
 
 # A text over this many characters per token of a limit has its start tokenized first.
 _PROBE_CHARS_PER_TOKEN = 16
@@ -18,9 +21,7 @@ _PROBE_SLACK = 16
 
 class Tokenizer:
     def __init__(self, path: str):
-        from transformers import AutoTokenizer
-
-        self.hf = AutoTokenizer.from_pretrained(path)
+        self.hf = _load(path)
         backend = getattr(self.hf, "_tokenizer", None)
         if backend is None:
             raise ValueError(f"{path}: llmkit needs a fast (tokenizers-backed) tokenizer")
@@ -139,3 +140,19 @@ class Tokenizer:
         )
         assert isinstance(text, str)  # tokenize=False renders one conversation to text
         return text
+
+
+def _load(path: str) -> Any:
+    """transformers' tokenizer of the folder ``path``. A GGUF file's folder names the class it
+    was saved with and keeps its config whole: loaded directly, not through AutoTokenizer,
+    which imports the family's config class and every tokenizer's names (2 s of a start)."""
+    whole = read_whole(path)
+    if whole is not None:
+        saved = json.loads((Path(path) / "tokenizer_config.json").read_text())
+        if saved.get("tokenizer_class") == "TokenizersBackend":
+            from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+            return TokenizersBackend.from_pretrained(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, **({"config": whole} if whole else {}))

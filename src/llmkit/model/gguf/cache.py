@@ -17,7 +17,7 @@ from llmkit.model.demo import build_once
 from llmkit.model.gguf.tensors import FILE, TensorTable
 
 logger = logging.getLogger(__name__)
-_FORMAT_VERSION = 3  # 3: the tensor table names the file's architecture
+_FORMAT_VERSION = 4  # 3: the tensor table names the file's architecture; 4: the whole config
 # The metadata (vocabulary, merges, chat template) sits at the file's start: 1.7 MiB for a
 # 49k vocabulary, a few MiB for the largest. Hashing this much covers it at a few ms,
 # where hashing a multi-GB file on every start would take seconds.
@@ -68,7 +68,7 @@ def _tokenizer_class(config: Any) -> Any:
 
 
 def _write(path: Path, tmp: Path) -> None:
-    from llmkit.model.gguf.config import hf_config
+    from llmkit.model.gguf.config import hf_config, save_whole
     from llmkit.model.gguf.file import open_gguf
     from llmkit.model.gguf.weights import check_tensors
 
@@ -78,6 +78,7 @@ def _write(path: Path, tmp: Path) -> None:
     table = TensorTable.of(reader, path)
     check_tensors(table)  # a type it cannot read fails now, not after the engine starts
     config.save_pretrained(tmp)
+    save_whole(config, tmp)
     try:
         # transformers' GGUF tokenizer: the vocabulary, merges, pre-tokenizer split, special
         # tokens, bos/eos/pad and chat template, as its from_pretrained(gguf_file=) builds it.
