@@ -27,8 +27,8 @@ from llmkit.model.gguf.tensors import TensorTable
 from llmkit.model.gguf.weights import gguf_piece
 from llmkit.model.layers.moe import NativeExperts
 from llmkit.model.layers.native import NativeEmbedding, NativeLinear, Part
+from llmkit.model.layers.weights.kernel import TILE
 from llmkit.model.layers.weights.registry import FORMATS, METHODS, WeightFormat
-from llmkit.model.layers.weights.w4a8 import TILE
 
 if TYPE_CHECKING:
     from llmkit.config import EngineConfig

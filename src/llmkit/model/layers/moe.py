@@ -22,7 +22,7 @@ from torch import nn
 
 from llmkit.model.layers.activation import GatedActivation
 from llmkit.model.layers.native import NativeLinear, Part
-from llmkit.model.layers.weights.w4a8 import TILE
+from llmkit.model.layers.weights.kernel import TILE
 from llmkit.model.weights import Weight, read, set_weight_loader
 
 PROJECTIONS = ("gate_proj", "up_proj", "down_proj")  # an expert's, as checkpoints name them

@@ -9,8 +9,8 @@ import ctypes
 from typing import Any
 
 from llmkit.model.layers.moe import NativeExperts, Routing, SparseMoE
+from llmkit.model.layers.weights.kernel import TILE
 from llmkit.model.layers.weights.registry import fused_view
-from llmkit.model.layers.weights.w4a8 import TILE
 from llmkit.model.models.llama_fused_view import (
     FIELDS,
     I64,

@@ -18,6 +18,7 @@ from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import instruction_path, load_function
 
 Packed = Any  # a kernel's own NamedTuple of tensors: what its C code reads
+TILE = 8  # output columns a kernel's pass produces (one 32-bit lane each): every kernel's
 BLOCK = 32  # the activations' block: inputs whose int8 codes share a scale
 _I64, _P = ctypes.c_int64, ctypes.c_void_p
 

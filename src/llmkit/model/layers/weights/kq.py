@@ -22,12 +22,12 @@ import torch.nn.functional as F
 
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import load_function
-from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
-from llmkit.model.layers.weights.table import FORMATS, layouts
-from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, unnibble
+from llmkit.model.layers.weights.kernel import TILE, Call, Fused, Kernel
+from llmkit.model.layers.weights.table import BY_NAME, FORMATS, layouts
+from llmkit.model.layers.weights.w4a8 import nibbles, per_tile, unnibble
 
 SOURCE = SOURCES / "kq.c"
-SUPER = 256  # a K-quant super-block's inputs
+SUPER = BY_NAME["Q4_K"].block_inputs  # a K-quant super-block's inputs
 LAYOUTS = layouts("kq")  # Packed.fmt's values, in the kernel's numbering (Q5_0 is Q5_1's)
 TYPES = {f.name: f for f in FORMATS if f.kernel == "kq"}  # the GGUF types it reads
 _I64, _P = ctypes.c_int64, ctypes.c_void_p

@@ -21,11 +21,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
+from llmkit.model.layers.weights.kernel import TILE, Call, Fused, Kernel
 from llmkit.model.layers.weights.table import BY_NAME
-from llmkit.model.layers.weights.w4a8 import TILE, nibbles, per_tile, unnibble
+from llmkit.model.layers.weights.w4a8 import nibbles, per_tile, unnibble
 
-BLOCK = 32  # inputs that share an exponent
+BLOCK = BY_NAME["MXFP4"].block_inputs  # inputs that share an exponent
 BLOCK_BYTES = BY_NAME["MXFP4"].block_bytes  # a file's block: the exponent, 16 bytes of codes
 VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)  # ggml's kvalues_mxfp4
 

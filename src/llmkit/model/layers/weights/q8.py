@@ -20,11 +20,10 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
+from llmkit.model.layers.weights.kernel import TILE, Call, Fused, Kernel
 from llmkit.model.layers.weights.table import BY_NAME
 
-TILE = 8  # output columns a kernel pass produces (one 32-bit lane each)
-BLOCK = 32  # inputs that share a scale
+BLOCK = BY_NAME["Q8_0"].block_inputs  # inputs that share a scale
 Q8_0_BYTES = BY_NAME["Q8_0"].block_bytes  # a Q8_0 block: float16 scale, 32 s8 codes
 
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from llmkit.model.layers.weights import table
-from llmkit.model.layers.weights.kernel import Fused, Kernel, Packed
-from llmkit.model.layers.weights.w4a8 import TILE
+from llmkit.model.layers.weights.kernel import TILE, Fused, Kernel, Packed
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from llmkit.model.layers.weights.kernel import Call, Fused, Kernel
+from llmkit.model.layers.weights.kernel import TILE, Call, Fused, Kernel
 from llmkit.model.layers.weights.table import BY_NAME
 
-TILE = 8  # output columns a kernel pass produces (one float lane each)
 BLOCK = 32  # inputs whose int16 pair sums cannot saturate; a group is whole blocks
 
 
