@@ -191,7 +191,7 @@ def test_a_layer_with_a_format_the_kernel_has_no_matmul_for_is_declined():
 
 def test_gpt_oss_with_mxfp4_experts_decodes_as_its_modules_do(model_factory, tmp_path):
     """A gpt-oss GGUF file as published: its experts MXFP4 (the rest Q8_0) go through the
-    fused step's experts (fused_moe.h, the rows' block sums copied into slot order with
+    fused step's experts (fused_moe.h, the rows' code sums copied into slot order with
     their codes), beside windowed attention with sinks."""
     from tests.model.gguf.test_gguf_archs import write_gguf
 
@@ -202,6 +202,6 @@ def test_gpt_oss_with_mxfp4_experts_decodes_as_its_modules_do(model_factory, tmp
     err = kernel_against_modules(runner)
     plan = runner.model.model.fused_decode._plan
     assert plan is not None and sum(e is not None for e in plan.experts) == 2
-    assert all(e.gate_up.mxfp4 and e.down.mxfp4 for e in plan.experts if e is not None)
+    assert all(e.gate_up.sums and e.down.sums for e in plan.experts if e is not None)
     assert err.max().item() < 1e-2, err
     llm.close()

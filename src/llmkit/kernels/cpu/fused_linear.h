@@ -4,9 +4,9 @@
  *
  * Each part of a linear says which kernel reads it, and a linear's parts (q, k, v) may differ:
  * a Q4_K_M file's v is Q6_K on some layers. Every kernel reads the same activation codes (s8
- * by blocks of 32, a scale per block, w4a8 and kq a scaled code sum per group, mxfp4 each
- * block's integer code sum), so a row is quantized once for all the linears of one input
- * layout (K, Kp, G).
+ * by blocks of 32, a scale per block, w4a8 and kq a scaled code sum per group, mxfp4 and
+ * kq's Q6_K each 16 inputs' integer code sum), so a row is quantized once for all the
+ * linears of one input layout (K, Kp, G).
  */
 #ifndef LLMKIT_FUSED_LINEAR_H
 #define LLMKIT_FUSED_LINEAR_H
@@ -72,31 +72,31 @@ typedef struct {
  * stride), on one quantized input of K values padded to Kp, in groups of G. */
 typedef struct {
     Part part[4]; /* q, k, v; a linear attention's q/k/v, z, b, a */
-    int64_t parts, mxfp4; /* mxfp4: whether a part is, so the input's block sums are made */
+    int64_t parts, sums; /* sums: whether a part reads the input's code sums (MXFP4, Q6_K) */
     const float *bias; /* or NULL */
     int64_t K, Kp, N, G;
 } Linear;
 
 /* Rows of int8 activations as a linear reads them: codes [rows, Kp], each block of 32's
- * scale [rows, Kp / 32], each group's scaled code sum [rows, Kp / G], each block's integer
- * code sum [rows, Kp / 32] (made only for a linear with an MXFP4 part). */
+ * scale [rows, Kp / 32], each group's scaled code sum [rows, Kp / G], each 16 inputs'
+ * integer code sum [rows, Kp / 16] (made only for a linear whose parts read them). */
 typedef struct {
     int8_t *q;
     float *scale, *sum;
-    int32_t *bsum;
+    int32_t *sum16;
 } Codes;
 
 /* Row `row` onwards of c, laid out for lin. */
 static Codes codes_at(const Codes *c, const Linear *lin, int64_t row) {
     const Codes at = {c->q + row * lin->Kp, c->scale + row * (lin->Kp / 32),
-                      c->sum + row * (lin->Kp / lin->G), c->bsum + row * (lin->Kp / 32)};
+                      c->sum + row * (lin->Kp / lin->G), c->sum16 + row * (lin->Kp / 16)};
     return at;
 }
 
 /* Rows [m0, m1) of x [rows, lin->K] quantized into c for lin. */
 static void quantize_for(const Linear *lin, const float *x, const Codes *c, int64_t m0, int64_t m1) {
     quantize_grouped(x, c->q, c->scale, c->sum, lin->K, lin->Kp, lin->G, m0, m1);
-    if (lin->mxfp4) code_sums(c->q, c->bsum, lin->Kp, 32, m0, m1);
+    if (lin->sums) code_sums(c->q, c->sum16, lin->Kp, 16, m0, m1);
 }
 
 /* Output tiles [first, last) of part p into out (its columns, rows lin->N apart), for the M
@@ -113,10 +113,10 @@ static void part_tiles(const Linear *lin, const Part *p, float *out, const Codes
         q8_gemm_tiles(&job, first, last);
     } else if (p->kind == KQ) {
         const KQJob job = {NULL, p->w, p->hi, p->scale, p->min, p->d, p->dmin, out, c->q,
-                           c->scale, c->sum, M, lin->K, lin->Kp, p->N, p->fmt, lin->N};
+                           c->scale, c->sum, c->sum16, M, lin->K, lin->Kp, p->N, p->fmt, lin->N};
         kq_gemm_tiles(&job, first, last);
     } else if (p->kind == MXFP4) { /* a kernel the step lacks has no fused view in Python */
-        const MXJob job = {NULL, p->w, p->scale, out, c->q, c->scale, c->bsum, M, lin->K,
+        const MXJob job = {NULL, p->w, p->scale, out, c->q, c->scale, c->sum16, M, lin->K,
                            lin->Kp, p->N, lin->N};
         mx_gemm_tiles(&job, first, last);
     }

@@ -200,7 +200,7 @@ static void moe_step(const Moe *moe, const MoeRows *rows, const MoeWork *w, floa
         memcpy(to.q, from.q, (size_t)Kp);
         memcpy(to.scale, from.scale, sizeof(float) * (size_t)(Kp / 32));
         memcpy(to.sum, from.sum, sizeof(float) * (size_t)(Kp / moe->gate_up.G));
-        if (moe->gate_up.mxfp4) memcpy(to.bsum, from.bsum, sizeof(int32_t) * (size_t)(Kp / 32));
+        if (moe->gate_up.sums) memcpy(to.sum16, from.sum16, sizeof(int32_t) * (size_t)(Kp / 16));
     }
 #pragma omp barrier
     expert_matmuls(moe, 0, r, w, &rows->codes, rows->gu, M, i, n);
@@ -246,14 +246,14 @@ static int moe_alloc(MoeWork *w, int64_t M, int64_t nt, int64_t E, int64_t k, in
     w->slots.q = malloc((size_t)(S * Kp));
     w->slots.scale = malloc(sizeof(float) * (size_t)(S * Kp / 32));
     w->slots.sum = malloc(sizeof(float) * (size_t)(S * Kp / 32));
-    w->slots.bsum = malloc(sizeof(int32_t) * (size_t)(S * Kp / 32));
+    w->slots.sum16 = malloc(sizeof(int32_t) * (size_t)(S * Kp / 16));
     w->gu = malloc(sizeof(float) * (size_t)(S * 2 * I));
     w->act = malloc(sizeof(float) * (size_t)(S * I));
     w->y = malloc(sizeof(float) * (size_t)(S * H));
     w->shared_y = malloc(sizeof(float) * (size_t)(M * H));
     w->route = calloc((size_t)nt, sizeof(Route));
     int ok = w->logits && w->ids && w->weights && w->slots.q && w->slots.scale &&
-             w->slots.sum && w->slots.bsum && w->gu && w->act && w->y && w->shared_y && w->route;
+             w->slots.sum && w->slots.sum16 && w->gu && w->act && w->y && w->shared_y && w->route;
     for (int64_t t = 0; ok && t < nt; t++) {
         Route *r = w->route + t;
         r->first = malloc(sizeof(int64_t) * (size_t)(E + 1 + 2 * S));
@@ -279,7 +279,7 @@ static void moe_free(MoeWork *w, int64_t nt) {
     free(w->slots.q);
     free(w->slots.scale);
     free(w->slots.sum);
-    free(w->slots.bsum);
+    free(w->slots.sum16);
     free(w->gu);
     free(w->act);
     free(w->y);

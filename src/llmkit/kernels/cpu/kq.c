@@ -17,8 +17,11 @@
  * Activations: as w4a8.c and q8.c (tiled.h's quantize_grouped: s8 codes, a scale per block of
  * 32, each block's scaled code sum for the min terms), so a stacked layer whose parts are of
  * different formats quantizes its input once. Per block of 32 (Q6_K: 16) the integer dot
- * products of a lane's column (u8 x s8: Q6_K's signed codes as |w| x (x with w's sign)) meet
- * the column's float scale, d sc or the Q5 scale, times the block's activation scale. AVX2's
+ * products of a lane's column (u8 x s8) meet the column's float scale, d sc or the Q5 scale,
+ * times the block's activation scale. Q6_K's codes stay unsigned (0..63): the -32 comes off
+ * each 16 inputs' dot as 32 times their activation codes' sum, made once per row as it is
+ * quantized, so a row's work is a broadcast and a multiply-add per vector for every format
+ * (taking |w| times x with w's sign instead cost two sign instructions a vector a row). AVX2's
  * maddubs makes int16 pair sums: 4-bit codes add up over a block in int16 (8 x 2 x 15 x 127
  * at most), wider ones are widened each 8 inputs (4 x 63 x 127 at most); VNNI's dpbusd adds
  * into int32 directly. Both give the same integers, so every path gives the same floats.
@@ -67,6 +70,7 @@ typedef struct {
     float *out;
     int8_t *q;
     float *xscale, *xsum;
+    int32_t *sum16; /* [M, Kp / 16]: each 16 inputs' integer code sum (Q6K's offset), or NULL */
     int64_t M, K, Kp, N, fmt;
     int64_t ldo; /* out's row stride (see w4a8.c) */
 } Job;
@@ -86,6 +90,7 @@ int kq_path(void) { return KQ_PATH; }
 
 static void quantize_rows(const Job *job, int64_t first, int64_t last) {
     quantize_grouped(job->x, job->q, job->xscale, job->xsum, job->K, job->Kp, 32, first, last);
+    if (job->fmt == KQ_Q6K) code_sums(job->q, job->sum16, job->Kp, 16, first, last);
 }
 
 /* Bit p of each byte of h moved to bit 4 (mask 0x10), or bits p, p + 1 to bits 4, 5. */
@@ -145,10 +150,6 @@ static inline __attribute__((always_inline)) void block_dots(const Job *job, con
         const int64_t k = b * 32 + s * 8;
         __m256i l, h;
         codes8(lo, hi, h5, b, s, fmt, &l, &h);
-        if (fmt == KQ_Q6K) {
-            l = _mm256_sub_epi8(l, _mm256_set1_epi8(32));
-            h = _mm256_sub_epi8(h, _mm256_set1_epi8(32));
-        }
         for (int r = 0; r < mt; r++) {
             int32_t a0, a1;
             memcpy(&a0, q + r * Kp + k, 4);
@@ -157,12 +158,9 @@ static inline __attribute__((always_inline)) void block_dots(const Job *job, con
             if (fmt == KQ_Q4K) {
                 dots[r] = NARROW_ADD(dots[r], l, x0);
                 dots[r] = NARROW_ADD(dots[r], h, x1);
-            } else if (fmt == KQ_Q6K) {
-                __m256i *d = dots + 2 * r + s / 2;
-                *d = WIDE_ADD(*d, _mm256_abs_epi8(l), _mm256_sign_epi8(x0, l),
-                              _mm256_abs_epi8(h), _mm256_sign_epi8(x1, h));
             } else {
-                dots[r] = WIDE_ADD(dots[r], l, x0, h, x1);
+                __m256i *d = fmt == KQ_Q6K ? dots + 2 * r + s / 2 : dots + r;
+                *d = WIDE_ADD(*d, l, x0, h, x1);
             }
         }
     }
@@ -195,6 +193,14 @@ static inline __attribute__((always_inline)) void block_factors(const Job *job, 
     }
 }
 
+/* acc + (dot - 32 sum) s xs: one half of a Q6K block, whose dot is of the unsigned codes
+ * (sum: the 16 activation codes' sum; s: the columns' scales; xs: the block's activation scale). */
+static inline __attribute__((always_inline)) __m256 q6k_add(__m256 acc, __m256i dot, int32_t sum,
+                                                            __m256 s, __m256 xs) {
+    const __m256i exact = _mm256_sub_epi32(dot, _mm256_set1_epi32(32 * sum));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(s, xs), acc);
+}
+
 /* out[m0 .. m0 + mt, 8 t .. 8 t + 8] for format fmt (the last tile's spare columns dropped). */
 static inline __attribute__((always_inline)) void tile_of(const Job *job, int64_t t, int64_t m0,
                                                           int mt, int fmt) {
@@ -203,6 +209,7 @@ static inline __attribute__((always_inline)) void tile_of(const Job *job, int64_
     const uint8_t *hi = job->hi == NULL ? NULL : job->hi + t * Kp * (fmt == KQ_Q6K ? 2 : 1);
     const int8_t *q = job->q + m0 * Kp;
     const float *xscale = job->xscale + m0 * blocks, *xsum = job->xsum + m0 * blocks;
+    const int32_t *sum16 = job->sum16 == NULL ? NULL : job->sum16 + m0 * (Kp / 16);
     __m256 acc[MT];
     __m256i dots[2 * MT];
     __m256 d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
@@ -214,8 +221,8 @@ static inline __attribute__((always_inline)) void tile_of(const Job *job, int64_
         if (fmt == KQ_Q6K) {
             for (int r = 0; r < mt; r++) {
                 const __m256 xs = _mm256_set1_ps(xscale[r * blocks + b]);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[2 * r]), _mm256_mul_ps(f[0], xs), acc[r]);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[2 * r + 1]), _mm256_mul_ps(f[1], xs), acc[r]);
+                for (int half = 0; half < 2; half++)
+                    acc[r] = q6k_add(acc[r], dots[2 * r + half], sum16[r * (Kp / 16) + 2 * b + half], f[half], xs);
             }
             continue;
         }
@@ -253,14 +260,16 @@ int kq_linear(const float *x, const uint8_t *lo, const uint8_t *hi, const void *
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
     float *xsum = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
-    const int status = q != NULL && xscale != NULL && xsum != NULL ? 0 : -1;
+    int32_t *sum16 = fmt == KQ_Q6K ? malloc(sizeof(int32_t) * (size_t)(M * (Kp / 16))) : NULL;
+    const int status = q && xscale && xsum && (sum16 || fmt != KQ_Q6K) ? 0 : -1;
     if (status == 0) {
-        const Job job = {x, lo, hi, sc, mn, d, dmin, out, q, xscale, xsum, M, K, Kp, N, fmt, ldo};
+        const Job job = {x, lo, hi, sc, mn, d, dmin, out, q, xscale, xsum, sum16, M, K, Kp, N, fmt, ldo};
         run_job(&job, n_threads);
     }
     free(q);
     free(xscale);
     free(xsum);
+    free(sum16);
     return status;
 }
 

@@ -2,14 +2,11 @@
  * each tile's codes unpacked once into plain u8 codes and its scales into floats, then read by
  * every row of the step, instead of unpacked again for each pass of MT rows.
  *
- * The tile path (kq.c's tile_of) merges a code's high bits into its nibbles, and for Q6K turns
- * codes to signed and takes |w| x sign(x, w), in registers, for every MT rows: at 16 rows
- * each weight vector is unpacked 4 times, and Q6K pays two sign instructions a row. Here a
- * tile's codes are unpacked once per ROW_BLOCK rows into a scratch (8 columns x Kp bytes,
- * read from L1/L2 by each pass), in the layout q8.c reads (per 4 inputs 32 bytes, byte 4c + j
- * column c's input k + j). Q6K's codes stay unsigned (0..63) and the -32 comes off each 16
- * inputs' integer dot product as 32 times the row's sum of codes there, so a row's work is a
- * broadcast and a u8 x s8 multiply-add per vector for every format. The integer dot products
+ * The tile path (kq.c's tile_of) merges a code's high bits into its nibbles in registers, for
+ * every MT rows: at 16 rows
+ * each weight vector is unpacked 4 times. Here a tile's codes are unpacked once per ROW_BLOCK
+ * rows into a scratch (8 columns x Kp bytes, read from L1/L2 by each pass), in the layout q8.c
+ * reads (per 4 inputs 32 bytes, byte 4c + j column c's input k + j). The integer dot products
  * are the tile path's integers and meet the same float scales in the same order, so both paths
  * give the same floats (tests/model/test_kquant.py holds them to it).
  *
@@ -79,13 +76,13 @@ static inline __attribute__((always_inline)) void unpacked_dots(const uint8_t *c
         for (int r = 0; r < mt; r++) dots[r] = NARROW_SUM(dots[r]);
 }
 
-/* out[m0 .. m0 + mt, tile t] from tile t unpacked in u; sums16: the rows' code sums (Q6K). */
+/* out[m0 .. m0 + mt, tile t] from tile t unpacked in u. */
 static inline __attribute__((always_inline)) void unpacked_rows(const Job *job, const Unpacked *u,
-                                                                const int32_t *sums16, int64_t t,
-                                                                int64_t m0, int mt, int fmt) {
+                                                                int64_t t, int64_t m0, int mt, int fmt) {
     const int64_t Kp = job->Kp, blocks = Kp / 32, N = job->N;
     const int8_t *q = job->q + m0 * Kp;
     const float *xscale = job->xscale + m0 * blocks, *xsum = job->xsum + m0 * blocks;
+    const int32_t *sum16 = job->sum16 == NULL ? NULL : job->sum16 + m0 * (Kp / 16);
     __m256 acc[MT];
     __m256i dots[MT];
     for (int r = 0; r < mt; r++) acc[r] = _mm256_setzero_ps();
@@ -94,12 +91,9 @@ static inline __attribute__((always_inline)) void unpacked_rows(const Job *job, 
             for (int half = 0; half < 2; half++) {
                 unpacked_dots(u->codes, b * 8 + half * 4, 4, q, Kp, mt, 0, dots);
                 const __m256 s = _mm256_loadu_ps(u->scale + 16 * b + 8 * half);
-                for (int r = 0; r < mt; r++) {
-                    const __m256i offset = _mm256_set1_epi32(32 * sums16[r * (Kp / 16) + 2 * b + half]);
-                    const __m256 xs = _mm256_set1_ps(xscale[r * blocks + b]);
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(dots[r], offset)),
-                                             _mm256_mul_ps(s, xs), acc[r]);
-                }
+                for (int r = 0; r < mt; r++)
+                    acc[r] = q6k_add(acc[r], dots[r], sum16[r * (Kp / 16) + 2 * b + half], s,
+                                     _mm256_set1_ps(xscale[r * blocks + b]));
             }
             continue;
         }
@@ -122,20 +116,17 @@ static inline __attribute__((always_inline)) int unpacked_tiles_of(const Job *jo
     const int64_t Kp = job->Kp, M = job->M;
     Unpacked u = {malloc((size_t)(Kp * 8)), malloc(sizeof(float) * (size_t)(Kp / 2)),
                   malloc(sizeof(float) * (size_t)(Kp / 4))};
-    int32_t *sums16 = fmt == KQ_Q6K ? malloc(sizeof(int32_t) * (size_t)(ROW_BLOCK * (Kp / 16))) : NULL;
-    const int status = u.codes && u.scale && u.min && (sums16 || fmt != KQ_Q6K) ? 0 : -1;
+    const int status = u.codes && u.scale && u.min ? 0 : -1;
     for (int64_t r0 = 0; status == 0 && r0 < M; r0 += ROW_BLOCK) {
         const int64_t r1 = r0 + ROW_BLOCK < M ? r0 + ROW_BLOCK : M;
-        if (fmt == KQ_Q6K) code_sums(job->q + r0 * Kp, sums16, Kp, 16, 0, r1 - r0);
         for (int64_t t = first; t < last; t++) {
             unpack_tile(job, t, fmt, &u);
             int64_t m = r0;
-            const int32_t *s = sums16;
-            for (; m + MT <= r1; m += MT, s += MT * (Kp / 16)) unpacked_rows(job, &u, s, t, m, MT, fmt);
+            for (; m + MT <= r1; m += MT) unpacked_rows(job, &u, t, m, MT, fmt);
             switch (r1 - m) {
-                case 3: unpacked_rows(job, &u, s, t, m, 3, fmt); break;
-                case 2: unpacked_rows(job, &u, s, t, m, 2, fmt); break;
-                case 1: unpacked_rows(job, &u, s, t, m, 1, fmt); break;
+                case 3: unpacked_rows(job, &u, t, m, 3, fmt); break;
+                case 2: unpacked_rows(job, &u, t, m, 2, fmt); break;
+                case 1: unpacked_rows(job, &u, t, m, 1, fmt); break;
                 default: break;
             }
         }
@@ -143,7 +134,6 @@ static inline __attribute__((always_inline)) int unpacked_tiles_of(const Job *jo
     free(u.codes);
     free(u.scale);
     free(u.min);
-    free(sums16);
     return status;
 }
 

@@ -248,7 +248,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc(sizeof(float) * (size_t)(M * 2 * inter)),
         {malloc((size_t)(M * kp)), malloc(sizeof(float) * (size_t)(M * kp / 32)),
          malloc(sizeof(float) * (size_t)(M * kp / 32)),
-         malloc(sizeof(int32_t) * (size_t)(M * kp / 32))},
+         malloc(sizeof(int32_t) * (size_t)(M * kp / 16))},
         malloc(sizeof(float) * (size_t)(nt * NH * (longest + 1))),
         malloc(sizeof(float) * (size_t)(nt * mdl->kv_heads * D)),
         NH * (longest + 1),
@@ -263,7 +263,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     w.gdn.mixed = w.attn;
     const StateRows states = {state_slots, save_at, save_slot};
     int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.codes.q && w.codes.scale &&
-                         w.codes.sum && w.codes.bsum && w.scores && w.slots && w.parts && w.q &&
+                         w.codes.sum && w.codes.sum16 && w.scores && w.slots && w.parts && w.q &&
                          (heads == 0 || w.gdn.gb)
                      ? 0
                      : -1;
@@ -287,7 +287,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     free(w.codes.q);
     free(w.codes.scale);
     free(w.codes.sum);
-    free(w.codes.bsum);
+    free(w.codes.sum16);
     free(w.scores);
     free(w.slots);
     free(w.parts);

@@ -60,7 +60,7 @@ typedef struct {
     float *out;
     int8_t *q;
     float *xscale;
-    int32_t *qsum; /* [M, Kp / 32]: each block's sum of activation codes */
+    int32_t *qsum; /* [M, Kp / 16]: each 16 inputs' sum of activation codes (tiled.h's) */
     int64_t M, K, Kp, N;
     int64_t ldo; /* out's row stride (see w4a8.c) */
 } Job;
@@ -73,7 +73,7 @@ int mxfp4_path(void) { return MXFP4_PATH; }
 
 static void quantize_rows(const Job *job, int64_t first, int64_t last) {
     quantize_grouped(job->x, job->q, job->xscale, NULL, job->K, job->Kp, 32, first, last);
-    code_sums(job->q, job->qsum, job->Kp, 32, first, last);
+    code_sums(job->q, job->qsum, job->Kp, 16, first, last);
 }
 
 /* 2^(e - 128) for 8 exponents (ggml's GGML_E8M0_TO_FP32_HALF): the float with exponent field
@@ -101,7 +101,10 @@ static inline __attribute__((always_inline)) void tile(const Job *job, int64_t t
     for (int r = 0; r < mt; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
         __m256i sums[MT];
-        for (int r = 0; r < mt; r++) sums[r] = _mm256_set1_epi32(-MXFP4_OFFSET * job->qsum[(m0 + r) * blocks + b]);
+        for (int r = 0; r < mt; r++) {
+            const int32_t *qsum = job->qsum + (m0 + r) * (Kp / 16) + 2 * b;
+            sums[r] = _mm256_set1_epi32(-MXFP4_OFFSET * (qsum[0] + qsum[1]));
+        }
 #pragma GCC unroll 1
         for (int64_t k = b * 32; k < b * 32 + 32; k += 8) {
             _mm_prefetch((const char *)(w + k * 4) + PREFETCH_AHEAD, _MM_HINT_T0);
@@ -133,7 +136,7 @@ int mxfp4_linear(const float *x, const uint8_t *w, const uint8_t *e, float *out,
     if (M == 0) return 0;
     int8_t *q = malloc((size_t)(M * Kp));
     float *xscale = malloc(sizeof(float) * (size_t)(M * (Kp / 32)));
-    int32_t *qsum = malloc(sizeof(int32_t) * (size_t)(M * (Kp / 32)));
+    int32_t *qsum = malloc(sizeof(int32_t) * (size_t)(M * (Kp / 16)));
     const int status = q != NULL && xscale != NULL && qsum != NULL ? 0 : -1;
     if (status == 0) {
         const Job job = {x, w, e, out, q, xscale, qsum, M, K, Kp, N, ldo};

@@ -55,7 +55,7 @@ static void quantize_grouped(const float *x, int8_t *q, float *xscale, float *xs
 }
 
 /* Rows [first, last) of q [M, Kp]: sums [M, Kp / G] = each group of G codes' integer sum
- * (an offset's term: mxfp4.c's values + 12, kq_rows.h's unsigned Q6K codes). */
+ * (an offset's term: mxfp4.c's values + 12, kq.c's unsigned Q6K codes). */
 static void code_sums(const int8_t *q, int32_t *sums, int64_t Kp, int64_t G, int64_t first, int64_t last) {
     for (int64_t i = first * (Kp / G); i < last * (Kp / G); i++) {
         int32_t s = 0;

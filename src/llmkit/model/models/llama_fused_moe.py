@@ -95,8 +95,8 @@ def moe(mlp: SparseMoE) -> Moe | None:
         return None
     if shared[1].parts and not same_layout(gate_up, shared[0]):
         return None  # the rows are quantized once for the experts and the shared expert
-    if shared[1].parts and shared[0].mxfp4:
-        gate_up.mxfp4 = 1  # the rows' block sums, made as they are quantized for the experts
+    if shared[1].parts and shared[0].sums:
+        gate_up.sums = 1  # the rows' code sums, made as they are quantized for the experts
     return Moe(
         gate_up,
         down_view,

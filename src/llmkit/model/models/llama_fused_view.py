@@ -11,8 +11,8 @@ import torch
 
 from llmkit.model.layers.activation import ClampedSwiGLU, GeluTanhAndMul, SiluAndMul
 from llmkit.model.layers.native import NativeLinear
+from llmkit.model.layers.weights.kernel import Fused
 from llmkit.model.layers.weights.registry import fused_view
-from llmkit.model.layers.weights.table import KERNELS
 
 I64, P, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
 MAX_PARTS = 4  # q, k, v; a linear attention's in-projection: q/k/v, z, b, a
@@ -32,7 +32,7 @@ class Linear(ctypes.Structure):
     _fields_ = [
         ("part", Part * MAX_PARTS),
         ("parts", I64),
-        ("mxfp4", I64),  # whether a part is: the input's block sums are made for it
+        ("sums", I64),  # whether a part reads the input's code sums (Fused.code_sums)
         ("bias", P),
         *((name, I64) for name in ("K", "Kp", "N", "G")),
     ]
@@ -46,14 +46,14 @@ def pointer(t: torch.Tensor | None) -> int | None:
     return t.data_ptr() if t is not None and t.numel() else None
 
 
-def part(packed: Any, out_features: int) -> tuple[Part, int, int | None] | None:
-    """A weight's view for the kernel, its padded input count and its group; None for a
-    weight the kernel has no matmul for."""
+def part(packed: Any, out_features: int) -> tuple[Part, Fused] | None:
+    """A weight's view for the kernel, and its kernel's account of it; None for a weight
+    the kernel has no matmul for."""
     found = fused_view(packed)
     if found is None:
         return None
-    kind, (tensors, layout, kp, group) = found
-    return Part(*(pointer(t) for t in tensors), out_features, kind, layout), kp, group
+    kind, fused = found
+    return Part(*map(pointer, fused.tensors), out_features, kind, fused.layout), fused
 
 
 def weights(layer: object) -> list[tuple[Any, int]] | None:
@@ -74,15 +74,15 @@ def linear_of(
     parts = [p for p in viewed if p is not None]
     if len(parts) != len(viewed):
         return None
-    padded = {kp for _, kp, _ in parts}
-    groups = {g for _, _, g in parts if g is not None}
+    padded = {f.padded_inputs for _, f in parts}
+    groups = {f.group for _, f in parts if f.group is not None}
     if len(padded) != 1 or len(groups) > 1:
         return None
-    array = (Part * MAX_PARTS)(*(p for p, _, _ in parts))
+    array = (Part * MAX_PARTS)(*(p for p, _ in parts))
     return Linear(
         array,
         len(parts),
-        any(p.kind == KERNELS.index("mxfp4") for p, _, _ in parts),
+        any(f.code_sums for _, f in parts),
         pointer(bias),
         in_features,
         padded.pop(),

@@ -26,13 +26,15 @@ _I64, _P = ctypes.c_int64, ctypes.c_void_p
 class Fused(NamedTuple):
     """A packed weight as the fused decode step's ``Part`` reads it: its tensors in the
     Part's field order (``w, hi, scale, min, d, dmin``; None where it has none), its layout's
-    number in its kernel, its padded input count and its group (None: the kernel reads no
-    group sums)."""
+    number in its kernel, its padded input count, its group (None: the kernel reads no
+    group sums) and whether it reads the input's integer code sums per 16 (an offset's term:
+    MXFP4's values, Q6_K's unsigned codes)."""
 
     tensors: list[torch.Tensor | None]
     layout: int
     padded_inputs: int
     group: int | None
+    code_sums: bool = False
 
 
 class Call(NamedTuple):

@@ -245,7 +245,8 @@ def call(packed: Packed) -> Call:
 
 
 def fused(packed: Packed) -> Fused:  # the low nibbles: 8 inputs a row
-    return Fused(list(packed[1:]), LAYOUTS.index(packed.fmt), packed.lo.shape[1] * 8, 32)
+    layout, padded = LAYOUTS.index(packed.fmt), packed.lo.shape[1] * 8
+    return Fused(list(packed[1:]), layout, padded, 32, code_sums=packed.fmt == "Q6_K")
 
 
 KERNEL = Kernel("kq", Packed, read, dequantize, call, 6, 1, fused=fused)

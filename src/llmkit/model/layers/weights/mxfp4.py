@@ -81,7 +81,7 @@ def call(packed: Packed) -> Call:
 
 def fused(packed: Packed) -> Fused:  # 8 inputs of 4-bit codes a row, as w4a8's
     tensors = [packed.codes, None, packed.exponents, None, None, None]
-    return Fused(tensors, 0, packed.codes.shape[1] * 8, None)
+    return Fused(tensors, 0, packed.codes.shape[1] * 8, None, code_sums=True)
 
 
 KERNEL = Kernel("mxfp4", Packed, read, dequantize, call, 2, fused=fused)
