@@ -8,14 +8,14 @@ against llmkit's load and decode (issue 45).
 with ``llama-quantize`` and ``llama-bench`` built in ``build/bin``. ``smollm2``: its Q4_1
 file's float32 HF folder (:func:`gguf_peer.float32_folder`) converted to F16 by llama.cpp's
 ``convert_hf_to_gguf.py``; ``llama1b``: a random-weight Llama of 1B-class shape (22 layers,
-hidden 2048, intermediate 5632, 32 heads, 4 KV heads, vocabulary 32000), whose weights do
-not fit in a CPU's cache. Each F16 file is quantized by ``llama-quantize`` to ``--types``.
-Per file: llmkit's load (an empty cache for the file: metadata, tokenizer, packed weights;
-the C kernels already built) and a second load; its single-stream decode tok/s (128 greedy
-tokens after 16, each in a fresh process, best of ``--repeat``, alternating with
-llama-bench), and llama-bench's ``pp512`` and ``tg128`` at ``--threads``. The 16-stream
-rates, peak RSS and perplexity against llama.cpp come from ``benchmarks/gguf_peer.py
---model FILE --variants native``.
+hidden 2048, intermediate 5632, 32 heads, 4 KV heads, vocabulary 32000, context 8192), whose
+weights do not fit in a CPU's cache. Each F16 file is quantized by ``llama-quantize`` to
+``--types``. Per file: llmkit's load (an empty cache for the file: metadata, tokenizer,
+packed weights; the C kernels already built) and a second load; its single-stream decode
+tok/s (128 greedy tokens after 16, each in a fresh process, best of ``--repeat``,
+alternating with llama-bench), and llama-bench's ``pp512`` and ``tg128`` at ``--threads``.
+The 16-stream rates, peak RSS and perplexity against llama.cpp come from
+``benchmarks/gguf_peer.py --model FILE --variants native``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ LLAMA1B = {
     "num_kv_heads": 4,
     "intermediate_size": 5632,
     "vocab_size": 32000,
+    "max_position_embeddings": 8192,  # decode at 4,000 tokens of depth (decode_depth.py)
     "tie_word_embeddings": False,
     "initializer_range": 0.02,
 }

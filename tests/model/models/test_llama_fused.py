@@ -205,3 +205,32 @@ def test_gpt_oss_with_mxfp4_experts_decodes_as_its_modules_do(model_factory, tmp
     assert all(e.gate_up.sums and e.down.sums for e in plan.experts if e is not None)
     assert err.max().item() < 1e-2, err
     llm.close()
+
+
+@pytest.mark.parametrize(("arch", "experts"), [("qwen3_moe", "Q8_0"), ("gpt_oss", "MXFP4")])
+def test_a_long_prompts_expert_blocks_are_one_call_each_and_equal_their_modules(
+    model_factory, tmp_path, monkeypatch, arch, experts
+):
+    """Prompts past PREFILL_CONTEXT run their layers as modules, but each mixture of experts'
+    block is one C call (moe_block) on all their rows: the same routing, kernels and order of
+    sums as the modules', so their rows agree as the fused step's do."""
+    from tests.model.gguf.test_gguf_archs import write_gguf
+
+    mix = lambda name: experts if "_exps." in name else "Q8_0"  # noqa: E731
+    file = write_gguf(model_factory(arch), tmp_path / f"{arch}.gguf", mix)
+    llm = LLM(str(file), max_model_len=64, max_num_seqs=4)
+    runner = llm._core.runner
+    monkeypatch.setattr(llama_fused, "PREFILL_CONTEXT", 10)
+    rows: list[int] = []
+    block = llama_fused.moe_block
+    monkeypatch.setattr(llama_fused, "moe_block", lambda v, x: rows.append(len(x)) or block(v, x))
+    groups = len(runner.kv_layout.windows)
+    step = [
+        SeqInput(i, 0, b, group_block_ids=_groups(b, groups)) for (i, _), b in zip(PROMPTS, BLOCKS)
+    ]
+    err = kernel_against_modules(runner, step)
+    blocks = runner.model.model.fused_decode._plan.blocks  # the expert layers'
+    assert blocks and rows == [33 + 20 + 17] * len(blocks)  # the 3-token prompt: the step's
+    assert all(mlp.block is None for mlp, _ in blocks)  # set only while the step ran
+    assert err.max().item() < 5e-2 and err.median().item() < 1e-4, err
+    llm.close()

@@ -86,6 +86,24 @@ typedef struct {
     int32_t *sum16;
 } Codes;
 
+/* Codes for `rows` rows of at most kp padded inputs in groups of 32 or more (a NULL field:
+ * out of memory, see codes_made). */
+static Codes codes_alloc(int64_t rows, int64_t kp) {
+    const Codes c = {malloc((size_t)(rows * kp)), malloc(sizeof(float) * (size_t)(rows * kp / 32)),
+                     malloc(sizeof(float) * (size_t)(rows * kp / 32)),
+                     malloc(sizeof(int32_t) * (size_t)(rows * kp / 16))};
+    return c;
+}
+
+static int codes_made(const Codes *c) { return c->q && c->scale && c->sum && c->sum16; }
+
+static void codes_free(const Codes *c) {
+    free(c->q);
+    free(c->scale);
+    free(c->sum);
+    free(c->sum16);
+}
+
 /* Row `row` onwards of c, laid out for lin. */
 static Codes codes_at(const Codes *c, const Linear *lin, int64_t row) {
     const Codes at = {c->q + row * lin->Kp, c->scale + row * (lin->Kp / 32),

@@ -243,17 +243,14 @@ static int moe_alloc(MoeWork *w, int64_t M, int64_t nt, int64_t E, int64_t k, in
     w->gate_logit = w->logits == NULL ? NULL : w->logits + M * E;
     w->ids = malloc(sizeof(int64_t) * (size_t)S);
     w->weights = malloc(sizeof(float) * (size_t)S);
-    w->slots.q = malloc((size_t)(S * Kp));
-    w->slots.scale = malloc(sizeof(float) * (size_t)(S * Kp / 32));
-    w->slots.sum = malloc(sizeof(float) * (size_t)(S * Kp / 32));
-    w->slots.sum16 = malloc(sizeof(int32_t) * (size_t)(S * Kp / 16));
+    w->slots = codes_alloc(S, Kp);
     w->gu = malloc(sizeof(float) * (size_t)(S * 2 * I));
     w->act = malloc(sizeof(float) * (size_t)(S * I));
     w->y = malloc(sizeof(float) * (size_t)(S * H));
     w->shared_y = malloc(sizeof(float) * (size_t)(M * H));
     w->route = calloc((size_t)nt, sizeof(Route));
-    int ok = w->logits && w->ids && w->weights && w->slots.q && w->slots.scale &&
-             w->slots.sum && w->slots.sum16 && w->gu && w->act && w->y && w->shared_y && w->route;
+    int ok = w->logits && w->ids && w->weights && codes_made(&w->slots) && w->gu && w->act &&
+             w->y && w->shared_y && w->route;
     for (int64_t t = 0; ok && t < nt; t++) {
         Route *r = w->route + t;
         r->first = malloc(sizeof(int64_t) * (size_t)(E + 1 + 2 * S));
@@ -276,14 +273,43 @@ static void moe_free(MoeWork *w, int64_t nt) {
     free(w->logits);
     free(w->ids);
     free(w->weights);
-    free(w->slots.q);
-    free(w->slots.scale);
-    free(w->slots.sum);
-    free(w->slots.sum16);
+    codes_free(&w->slots);
     free(w->gu);
     free(w->act);
     free(w->y);
     free(w->shared_y);
+}
+
+/* The block alone (moe.py's SparseMoE on the rows of a prompt too long for the fused step):
+ * out [M, H] = the block's output for the normed rows x [M, H]. Returns 0, or -1 out of
+ * memory. */
+int moe_block(const Moe *moe, const float *x, float *out, int64_t M, int64_t n_threads) {
+    if (M == 0) return 0;
+    const int64_t nt = n_threads < 1 ? 1 : n_threads, H = moe->down.N;
+    const Linear *shared = &moe->shared_down; /* its input: the shared expert's activations */
+    const int64_t si = shared->parts ? shared->K : 0, wide = H > si ? H : si;
+    const int64_t kp = shared->parts && shared->Kp > moe->gate_up.Kp ? shared->Kp : moe->gate_up.Kp;
+    const int64_t ekp = moe->gate_up.Kp > moe->down.Kp ? moe->gate_up.Kp : moe->down.Kp;
+    MoeRows rows = {malloc(sizeof(float) * (size_t)(M * wide)), codes_alloc(M, kp),
+                    malloc(sizeof(float) * (size_t)(M * 2 * (si ? si : 1)))};
+    MoeWork w;
+    int status = rows.xn && codes_made(&rows.codes) && rows.gu ? 0 : -1;
+    if (moe_alloc(&w, M, nt, moe->experts, moe->top_k, moe->down.K, ekp, H) != 0) status = -1;
+    if (status == 0) {
+        memcpy(rows.xn, x, sizeof(float) * (size_t)(M * H));
+#pragma omp parallel num_threads((int)nt)
+        {
+            const int64_t i = omp_get_thread_num(), n = omp_get_num_threads();
+            quantize_for(&moe->gate_up, rows.xn, &rows.codes, M * i / n, M * (i + 1) / n);
+#pragma omp barrier
+            moe_step(moe, &rows, &w, out, M, i, n);
+        }
+    }
+    moe_free(&w, nt);
+    free(rows.xn);
+    codes_free(&rows.codes);
+    free(rows.gu);
+    return status;
 }
 
 #endif

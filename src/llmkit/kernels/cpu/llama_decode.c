@@ -246,9 +246,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
         malloc(sizeof(float) * (size_t)(M * mixed)),
         malloc(sizeof(float) * (size_t)(M * H)),
         malloc(sizeof(float) * (size_t)(M * 2 * inter)),
-        {malloc((size_t)(M * kp)), malloc(sizeof(float) * (size_t)(M * kp / 32)),
-         malloc(sizeof(float) * (size_t)(M * kp / 32)),
-         malloc(sizeof(int32_t) * (size_t)(M * kp / 16))},
+        codes_alloc(M, kp),
         malloc(sizeof(float) * (size_t)(nt * NH * (longest + 1))),
         malloc(sizeof(float) * (size_t)(nt * mdl->kv_heads * D)),
         NH * (longest + 1),
@@ -262,8 +260,8 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     w.gdn.proj = w.qkv; /* the phases of a layer never use both */
     w.gdn.mixed = w.attn;
     const StateRows states = {state_slots, save_at, save_slot};
-    int status = w.xn && w.qkv && w.attn && w.out && w.gu && w.codes.q && w.codes.scale &&
-                         w.codes.sum && w.codes.sum16 && w.scores && w.slots && w.parts && w.q &&
+    int status = w.xn && w.qkv && w.attn && w.out && w.gu && codes_made(&w.codes) &&
+                         w.scores && w.slots && w.parts && w.q &&
                          (heads == 0 || w.gdn.gb)
                      ? 0
                      : -1;
@@ -284,10 +282,7 @@ int llama_decode(const Model *mdl, float *x, const int64_t *positions, const int
     free(w.attn);
     free(w.out);
     free(w.gu);
-    free(w.codes.q);
-    free(w.codes.scale);
-    free(w.codes.sum);
-    free(w.codes.sum16);
+    codes_free(&w.codes);
     free(w.scores);
     free(w.slots);
     free(w.parts);

@@ -12,7 +12,7 @@ one packed weight of ``E * rows`` rows, and an expert is a view of its tiles.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -192,8 +192,13 @@ class SparseMoE(nn.Module):
         )
         self.shared_expert = shared
         self.shared_expert_gate = _Router(hidden, 1, False) if shared_gate else None
+        # The whole block in one call where a CPU kernel holds its weights (set by the fused
+        # step, models/llama_fused.py, while it runs a prompt's layers as modules).
+        self.block: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.block is not None:
+            return self.block(x)
         weights, ids = self.routing.route(self.gate(x))
         out = mix(self.experts, x, weights, ids)
         if self.shared_expert is not None:

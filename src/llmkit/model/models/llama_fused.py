@@ -10,14 +10,17 @@ linears' weights in the weight-kernel registry's formats, a GGUF's in any mix or
 ``quantization="w4a8"``/``"w8a8"``; float32 norms, q/k norms and sandwich norms included; any
 attention spec; a dense MLP or a GGUF file's experts; no LoRA); and per request: a decode
 row, or a prompt chunk of a short context (:data:`PREFILL_CONTEXT`). The rest runs its layers
-as modules, as before.
+as modules, each mixture of experts' block still one C call (``moe_block``: the routing, the
+experts grouped by row and the shared expert, as in the step; a prompt's 64 experts a layer
+otherwise cost ~10 module calls each).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import torch
@@ -26,9 +29,11 @@ from torch import nn
 from llmkit.kernels.cpu import SOURCES
 from llmkit.kernels.cpu.loader import load_function
 from llmkit.model.context import ForwardContext
+from llmkit.model.layers.moe import SparseMoE
 from llmkit.model.layers.norm import RMSNorm
 from llmkit.model.models.llama_fused_gdn import Gdn
 from llmkit.model.models.llama_fused_layer import Layer, Model, layer_view
+from llmkit.model.models.llama_fused_moe import Moe
 from llmkit.model.models.llama_fused_view import I64, P
 from llmkit.model.recurrent import StepStates
 
@@ -60,6 +65,27 @@ def load() -> Callable[..., int] | None:
     return load_function(SOURCE, "llama_decode", [P] * 6 + [I64] * 3 + [P] * 3)
 
 
+@functools.cache
+def load_block() -> Callable[..., int] | None:
+    """The kernel's mixture-of-experts block alone, or None where it cannot be built."""
+    return load_function(SOURCE, "moe_block", [P] * 3 + [I64] * 2)
+
+
+def moe_block(view: Moe, x: torch.Tensor) -> torch.Tensor:
+    """A mixture of experts' block (``view``, its weights' structs) on rows ``x``
+    ``[T, hidden]`` float32 in one call."""
+    kernel = load_block()
+    assert kernel is not None  # a plan is made only where the library loads
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    status = kernel(
+        ctypes.byref(view), x.data_ptr(), out.data_ptr(), x.shape[0], torch.get_num_threads()
+    )
+    if status != 0:
+        raise MemoryError("the mixture-of-experts kernel ran out of memory")
+    return out
+
+
 class _Plan:
     """The kernel's arguments that hold for every step on the same KV caches (and the
     structs their pointers reach, kept alive with them)."""
@@ -69,6 +95,18 @@ class _Plan:
     ) -> None:
         self.model, self.layers, self.experts, self.kv_caches = model, layers, experts, kv_caches
         self.mixers: list[Gdn | None] = []
+        self.blocks: list[tuple[SparseMoE, Moe]] = []  # each expert layer's module and view
+
+    @contextmanager
+    def moe_blocks(self) -> Iterator[None]:
+        """While open, the expert layers' modules run their blocks in one call each."""
+        for mlp, view in self.blocks:
+            mlp.block = functools.partial(moe_block, view)
+        try:
+            yield
+        finally:
+            for mlp, _ in self.blocks:
+                mlp.block = None
 
 
 class FusedDecode:
@@ -104,14 +142,16 @@ class FusedDecode:
         if len(here) == meta.num_reqs:
             return self._run(plan, x.contiguous(), ctx)
         if not here:
-            return None
+            with plan.moe_blocks():
+                return model.run_layers(x, ctx)
         out = torch.empty_like(x)
         fused, rows = ctx.select(here)
         out[rows] = self._run(plan, x[rows], fused)
         rest = [i for i in reqs if i not in here and starts[i + 1] > starts[i]]
         if rest:  # (a request with no rows this step needs nothing)
             other, rows = ctx.select(rest)
-            out[rows] = model.run_layers(x[rows], other)
+            with plan.moe_blocks():
+                out[rows] = model.run_layers(x[rows], other)
         return out
 
     @staticmethod
@@ -225,4 +265,6 @@ def _make_plan(
     )
     plan = _Plan(spec, array, [experts for _, experts, _ in views], kv_caches)
     plan.mixers = [mixer for _, _, mixer in views]  # kept alive with the plan
+    blocks = [(layer.mlp, experts) for layer, (_, experts, _) in zip(decoders, views)]
+    plan.blocks = [(mlp, experts) for mlp, experts in blocks if experts is not None]
     return plan
