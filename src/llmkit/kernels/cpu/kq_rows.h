@@ -2,13 +2,13 @@
  * each tile's codes unpacked once into plain u8 codes and its scales into floats, then read by
  * every row of the step, instead of unpacked again for each pass of MT rows.
  *
- * The tile path (kq.c's tile_of) merges a code's high bits into its nibbles in registers, for
- * every MT rows: at 16 rows
- * each weight vector is unpacked 4 times. Here a tile's codes are unpacked once per ROW_BLOCK
- * rows into a scratch (8 columns x Kp bytes, read from L1/L2 by each pass), in the layout q8.c
- * reads (per 4 inputs 32 bytes, byte 4c + j column c's input k + j). The integer dot products
- * are the tile path's integers and meet the same float scales in the same order, so both paths
- * give the same floats (tests/model/test_kquant.py holds them to it).
+ * The tile path (kq.c's tile_of) merges a code's high bits into its nibbles in registers for
+ * every MT rows: at 16 rows each weight vector is unpacked 4 times. Here a tile's codes are
+ * unpacked once per ROW_BLOCK rows into a scratch (8 columns x Kp bytes, read from L1/L2 by
+ * each pass), in the layout q8.c reads (per 4 inputs 32 bytes, byte 4c + j column c's input
+ * k + j). The integer dot products are the tile path's integers and meet the same float
+ * scales in the same order, so both paths give the same floats
+ * (tests/model/layers/weights/test_kquant.py holds them to it).
  *
  * Included by kq.c after its Job, formats and the NARROW/WIDE macros, before tile_walk.h.
  */

@@ -127,8 +127,9 @@ class FusedDecode:
         rows attends as a decode row over the cache, its own keys written first): up to
         :data:`PREFILL_CONTEXT` tokens, where that costs less than the modules' batched
         attention; a longer one, and a hybrid's (its recurrent rows are sequential), goes
-        through the modules. Which way a request goes depends on it alone, so its numbers
-        never depend on what else shares its step (its greedy tokens neither).
+        through the modules, run here with :meth:`_Plan.moe_blocks` open. Which way a
+        request goes depends on it alone, so its numbers never depend on what else shares
+        its step (its greedy tokens neither).
         """
         meta = ctx.meta
         if not self.enabled or x.dtype != torch.float32:
